@@ -1,0 +1,3 @@
+from rltuned.cli import main
+
+main()

@@ -1,0 +1,155 @@
+"""`rltunectl`: the control and offline CLI. Parsing and printing only; the work lives in the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from rltuned import __version__
+from rltuned.clusters import load_cluster
+from rltuned.domain import ClusterSpec, Job
+from rltuned.errors import RltunedError, UsageError
+from rltuned.estimates import MODELS, apply_estimates
+from rltuned.placement.greedy import STRATEGIES
+from rltuned.policies import POLICIES
+from rltuned.sim.runner import PolicyRun, Window, choose_windows, simulate_windows
+from rltuned.sim.simulator import SimConfig
+from rltuned.traces import FORMATS, load_trace
+from rltuned.traces.bundled import bundled_names, resolve_trace
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but errors raise UsageError so main() reports them in one line with status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="rltunectl", description="Control and offline tools for rltuned.")
+    parser.add_argument("--version", action="version", version=f"rltunectl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sim = sub.add_parser("simulate", help="replay a trace on a simulated cluster and report metrics")
+    sim.add_argument(
+        "--trace", required=True, help=f"trace file, or a bundled name: {', '.join(bundled_names())}"
+    )
+    sim.add_argument("--format", choices=FORMATS, help="trace format (default: detected from the header)")
+    sim.add_argument(
+        "--lenient", action="store_true", help="skip and count malformed rows instead of failing"
+    )
+    sim.add_argument("--cluster", required=True, help="cluster preset, swf-N, or a TOML spec file")
+    sim.add_argument("--policy", default="fcfs", help=f"one or more of {','.join(POLICIES)}, comma-separated")
+    sim.add_argument("--placement", choices=STRATEGIES, default="pack")
+    sim.add_argument(
+        "--estimates", choices=MODELS, default="auto", help="runtime-estimate model (default auto)"
+    )
+    sim.add_argument("--estimates-seed", type=int, default=0, help="seed of the estimate model")
+    sim.add_argument("--jobs", type=int, help="jobs per window (default: the whole trace)")
+    where = sim.add_mutually_exclusive_group()
+    where.add_argument("--start", type=int, help="index of the window's first job")
+    where.add_argument("--sequences", type=int, help="number of random windows")
+    sim.add_argument("--seed", type=int, default=0, help="seed for choosing random windows")
+    sim.add_argument(
+        "--backfill", action=argparse.BooleanOptionalAction, default=True, help="EASY backfilling"
+    )
+    sim.add_argument("--backfill-depth", type=int, default=500, help="jobs examined per backfill pass")
+    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    policies = [p.strip().lower() for p in args.policy.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown or not policies:
+        raise UsageError(f"unknown policy {unknown or args.policy!r}; choose from {', '.join(POLICIES)}")
+    cluster = load_cluster(args.cluster)
+    path = resolve_trace(args.trace)
+    if not path.is_file():
+        raise UsageError(f"trace {args.trace!r} not found (bundled names: {', '.join(bundled_names())})")
+    trace = load_trace(path, args.format, lenient=args.lenient)
+    jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
+    windows = choose_windows(len(jobs), args.jobs, args.start, args.sequences, args.seed)
+    config = SimConfig(placement=args.placement, backfill=args.backfill, backfill_depth=args.backfill_depth)
+    runs = _run_all(jobs, cluster, policies, config, windows, show_progress=not args.json)
+    header = {
+        "trace": str(args.trace),
+        "trace_report": trace.report.summary(),
+        "cluster": cluster.name,
+        "estimates": model,
+        "estimates_seed": args.estimates_seed,
+        "window_seed": args.seed if args.sequences else None,
+    }
+    if args.json:
+        bodies = [{**header, **run.as_dict()} for run in runs]
+        print(json.dumps(bodies[0] if len(bodies) == 1 else {**header, "comparison": bodies}, indent=2))
+    else:
+        print(render_table(header, runs, cluster.describe()))
+    return 0
+
+
+def _run_all(
+    jobs: Sequence[Job],
+    cluster: ClusterSpec,
+    policies: Sequence[str],
+    config: SimConfig,
+    windows: Sequence[Window],
+    show_progress: bool,
+) -> list[PolicyRun]:
+    total = len(policies) * len(windows)
+    bar = None
+    if show_progress and sys.stderr.isatty() and total > 1:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc="simulating", unit="window", file=sys.stderr)
+    try:
+        tick = bar.update if bar is not None else None
+        return [simulate_windows(jobs, cluster, p, config, windows, tick) for p in policies]
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def render_table(header: dict[str, object], runs: Sequence[PolicyRun], cluster: str) -> str:
+    cols = (
+        "policy",
+        "jobs",
+        "dropped",
+        "avg_wait_s",
+        "p95_wait_s",
+        "avg_jct_s",
+        "avg_bsld",
+        "gpu_util",
+        "jobs_per_s",
+    )
+    rows = [[_fmt(run.as_dict()[c]) for c in cols] for run in runs]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    lines = [
+        f"trace    {header['trace_report']}",
+        f"cluster  {cluster}",
+        f"estimates {header['estimates']} (seed {header['estimates_seed']}); placement {runs[0].config.placement}; "
+        f"backfill {'EASY' if runs[0].config.backfill else 'off'}; windows {len(runs[0].windows)}",
+        "",
+        "  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)),
+    ]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:,.0f}"
+    return str(value)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        args = build_parser().parse_args(argv)
+        code = cmd_simulate(args) if args.command == "simulate" else 2
+    except RltunedError as exc:
+        print(f"rltunectl: error: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

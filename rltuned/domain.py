@@ -1,0 +1,154 @@
+"""The domain shared by the simulator, the trainer and the Slurm adapter.
+
+Everything here is immutable: the simulator and the Slurm adapter both produce a `ClusterSnapshot`, and
+policies, features and placers are pure functions of it, so what is trained is exactly what runs.
+Times are seconds (floats); memory is MiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+_EMPTY: Mapping[str, float] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A compute node; `gpu_type` names its GPU model (one model per node, as Slurm's typed GRES)."""
+
+    name: str
+    gpu_type: str
+    gpus: int
+    cpus: int
+    mem_mb: int
+    partition: str = ""
+    gpu_mem_gb: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as a scheduler sees it, plus the true `runtime`, which only the simulator knows.
+
+    `time_limit` is the user's runtime estimate; GPU traces carry none, so an estimate model fills it.
+    `cpus` and `mem_mb` of 0 mean "not requested": they are inferred from the job's GPU share of a node.
+    `gpu_type` of None means any GPU model will do.
+    """
+
+    id: int
+    submit: float
+    gpus: int
+    runtime: float | None = None
+    time_limit: float | None = None
+    name: str = ""
+    user: str = ""
+    account: str = ""
+    partition: str = ""
+    qos: str = ""
+    gpu_type: str | None = None
+    cpus: int = 0
+    mem_mb: int = 0
+    priority: int | None = None
+
+    @property
+    def estimate(self) -> float:
+        """The runtime a scheduler may use: the time limit, else (simulator only) the true runtime."""
+        if self.time_limit is not None:
+            return self.time_limit
+        if self.runtime is not None:
+            return self.runtime
+        raise ValueError(f"job {self.id} has neither a time limit nor a runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """The part of a job's allocation on one node."""
+
+    node: int
+    gpus: int
+    cpus: int
+    mem_mb: int
+
+
+Allocation = tuple[Slice, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    job: Job
+    start: float
+    allocation: Allocation
+
+    @property
+    def expected_end(self) -> float:
+        return self.start + self.job.estimate
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """A cluster's fixed shape: its nodes, in a stable order (node index = position)."""
+
+    name: str
+    nodes: tuple[Node, ...]
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(n.gpus for n in self.nodes)
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        return tuple(sorted({n.gpu_type for n in self.nodes}))
+
+    def describe(self) -> str:
+        shapes: dict[tuple[str, int], int] = {}
+        for n in self.nodes:
+            shapes[(n.gpu_type, n.gpus)] = shapes.get((n.gpu_type, n.gpus), 0) + 1
+        parts = [f"{count} x {gpus} {gtype}" for (gtype, gpus), count in sorted(shapes.items())]
+        return f"{self.name}: {len(self.nodes)} nodes, {self.total_gpus} GPUs ({', '.join(parts)})"
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """What priority policies may know about the past: fair-share usage and past runtimes.
+
+    `usage` is decayed GPU-seconds per account (Slurm's fair-share usage); the runtime means feed the
+    QSSF-style predictor. The simulator maintains these; on Slurm they come from sshare and sacct.
+    """
+
+    usage: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    mean_runtime_by_user: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    mean_runtime_by_account: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityContext:
+    """The slice of a snapshot that base priority policies read."""
+
+    now: float
+    total_gpus: int
+    history: History = field(default_factory=History)
+    origin: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """The scheduler's whole view at one instant, identical whether it came from the simulator or Slurm.
+
+    Per-node free resources are indexed like `cluster.nodes`; a node that is down, drained or reserved
+    shows no free resources.
+    """
+
+    now: float
+    cluster: ClusterSpec
+    free_gpus: tuple[int, ...]
+    free_cpus: tuple[int, ...]
+    free_mem_mb: tuple[int, ...]
+    pending: tuple[Job, ...]
+    running: tuple[RunningJob, ...]
+    history: History = field(default_factory=History)
+    origin: float = 0.0
+
+    @property
+    def context(self) -> PriorityContext:
+        return PriorityContext(self.now, self.cluster.total_gpus, self.history, self.origin)

@@ -1,0 +1,160 @@
+"""Greedy placement on per-node free capacity: `pack` (best fit on the fewest nodes) and `spread` (worst fit,
+and one node more than needed for jobs larger than a node). Also the MILP placer's fallback.
+
+`free` holds per-node free GPUs, CPUs and memory (indexed like the cluster's nodes). `caps`, when given,
+bounds what may be used on some nodes (EASY backfilling's "extra" resources on the head job's reserved
+nodes). Ties go to the lower node index, so placements are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rltuned.domain import Allocation, Slice
+from rltuned.placement.pools import Demand, Pool
+
+STRATEGIES = ("pack", "spread")
+Caps = Mapping[int, tuple[int, int, int]]
+
+
+class FreeCapacity:
+    """Mutable per-node free resources; the simulator's live state and the reservation's scratch copy."""
+
+    __slots__ = ("cpus", "gpus", "mem")
+
+    def __init__(self, gpus: list[int], cpus: list[int], mem: list[int]) -> None:
+        self.gpus = gpus
+        self.cpus = cpus
+        self.mem = mem
+
+    def copy(self) -> FreeCapacity:
+        return FreeCapacity(self.gpus[:], self.cpus[:], self.mem[:])
+
+    def take(self, allocation: Allocation) -> None:
+        for s in allocation:
+            self.gpus[s.node] -= s.gpus
+            self.cpus[s.node] -= s.cpus
+            self.mem[s.node] -= s.mem_mb
+
+    def give(self, allocation: Allocation) -> None:
+        for s in allocation:
+            self.gpus[s.node] += s.gpus
+            self.cpus[s.node] += s.cpus
+            self.mem[s.node] += s.mem_mb
+
+
+def place(
+    demand: Demand, pools: Sequence[Pool], free: FreeCapacity, strategy: str, caps: Caps | None = None
+) -> Allocation | None:
+    """Best allocation over the demand's eligible pools, or None if it does not fit now."""
+    best: Allocation | None = None
+    best_rank: tuple[int, int] | None = None
+    for k, p in enumerate(demand.pools):
+        pool = pools[p]
+        if demand.gpus <= pool.gpus:
+            found = _single_node(demand, k, pool, free, strategy, caps)
+        else:
+            found = _multi_node(demand, k, pool, free, strategy, caps)
+        if found is None:
+            continue
+        rank = _rank(found, free, strategy)
+        if best_rank is None or rank < best_rank:
+            best, best_rank = found, rank
+    return best
+
+
+def _rank(allocation: Allocation, free: FreeCapacity, strategy: str) -> tuple[int, int]:
+    """Pack prefers fewer nodes then less GPU left over on them; spread prefers more left over."""
+    leftover = sum(free.gpus[s.node] - s.gpus for s in allocation)
+    if strategy == "pack":
+        return (len(allocation), leftover)
+    return (-len(allocation), -leftover)
+
+
+def _usable_nodes(
+    demand: Demand, k: int, pool: Pool, free: FreeCapacity, caps: Caps | None
+) -> list[tuple[int, int]]:
+    """(GPUs the job could take there, node) for every node of the pool with room, given GPUs, CPUs, memory."""
+    fg, fc, fm = free.gpus, free.cpus, free.mem
+    cpg, mpg = demand.cpu_per_gpu[k], demand.mem_per_gpu[k]
+    out = []
+    for n in pool.nodes:
+        g = fg[n]
+        if g <= 0:
+            continue
+        c, m = fc[n], fm[n]
+        if caps is not None and n in caps:
+            cg, cc, cm = caps[n]
+            g, c, m = min(g, cg), min(c, cc), min(m, cm)
+        if cpg > 0:
+            g = min(g, int((c + 1e-9) / cpg))
+        if mpg > 0:
+            g = min(g, int((m + 1e-9) / mpg))
+        if g > 0:
+            out.append((g, n))
+    return out
+
+
+def _single_node(
+    demand: Demand, k: int, pool: Pool, free: FreeCapacity, strategy: str, caps: Caps | None
+) -> Allocation | None:
+    g = demand.gpus
+    need_c, need_m = demand.slice_cpus(k, g), demand.slice_mem(k, g)
+    fg, fc, fm = free.gpus, free.cpus, free.mem
+    pack = strategy == "pack"
+    best_node, best_free = -1, -1
+    for n in pool.nodes:
+        f = fg[n]
+        if f < g or fc[n] < need_c or fm[n] < need_m:
+            continue
+        if caps is not None and n in caps:
+            cg, cc, cm = caps[n]
+            if cg < g or cc < need_c or cm < need_m:
+                continue
+        if best_node < 0 or (f < best_free if pack else f > best_free):
+            best_node, best_free = n, f
+            if pack and f == g:
+                break
+    if best_node < 0:
+        return None
+    return (Slice(best_node, g, need_c, need_m),)
+
+
+def _multi_node(
+    demand: Demand, k: int, pool: Pool, free: FreeCapacity, strategy: str, caps: Caps | None
+) -> Allocation | None:
+    usable = _usable_nodes(demand, k, pool, free, caps)
+    if sum(u for u, _ in usable) < demand.gpus:
+        return None
+    usable.sort(key=lambda un: (-un[0], un[1]))
+    shares = _pack_shares(usable, demand.gpus)
+    if strategy == "spread":
+        shares = _spread_shares(usable[: len(shares) + 1], demand.gpus)
+    return tuple(
+        Slice(n, gpus, demand.slice_cpus(k, gpus), demand.slice_mem(k, gpus)) for n, gpus in sorted(shares)
+    )
+
+
+def _pack_shares(usable: list[tuple[int, int]], gpus: int) -> list[tuple[int, int]]:
+    """Fewest nodes: take the largest until the rest fits on one node, then the best-fitting node for it."""
+    shares: list[tuple[int, int]] = []
+    remaining = gpus
+    for i, (u, n) in enumerate(usable):
+        if u >= remaining:
+            fit = max((j for j in range(i, len(usable)) if usable[j][0] >= remaining), key=lambda j: j)
+            shares.append((usable[fit][1], remaining))
+            return shares
+        shares.append((n, u))
+        remaining -= u
+    raise AssertionError("caller checked that the usable GPUs cover the demand")
+
+
+def _spread_shares(usable: list[tuple[int, int]], gpus: int) -> list[tuple[int, int]]:
+    """Worst fit one GPU at a time over the given nodes, so the job spreads as evenly as they allow."""
+    left = {n: u for u, n in usable}
+    taken = dict.fromkeys(left, 0)
+    for _ in range(gpus):
+        node = max(left, key=lambda n: (left[n], -n))
+        left[node] -= 1
+        taken[node] += 1
+    return [(n, t) for n, t in taken.items() if t > 0]

@@ -1,0 +1,58 @@
+"""Slurm's multifactor priority: normalized [0, 1] factors times integer weights, summed.
+
+As in `priority_multifactor.c`: age = min(wait / max_age, 1); job size = GPUs / cluster GPUs (Slurm's
+default favours large jobs); partition = the partition's tier, 1 here (one tier); fair-share =
+2^(-usage share / shares share) with equal shares per account and usage in decayed GPU-seconds (the
+simulator decays it with PriorityDecayHalfLife; on Slurm it comes from sshare). Weights default to 1000
+each, as in the paper. `explain` returns the weighted terms, as `sprio` shows them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rltuned.domain import Job, PriorityContext
+
+DEFAULT_MAX_AGE_S = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Multifactor:
+    name: str = "multifactor"
+    dynamic: bool = True
+    weight_age: int = 1000
+    weight_fairshare: int = 1000
+    weight_job_size: int = 1000
+    weight_partition: int = 1000
+    max_age_s: float = DEFAULT_MAX_AGE_S
+
+    def factors(self, job: Job, ctx: PriorityContext) -> dict[str, float]:
+        """The normalized factors, each in [0, 1]."""
+        age = min(max(ctx.now - job.submit, 0.0) / self.max_age_s, 1.0)
+        size = min(job.gpus / ctx.total_gpus, 1.0) if ctx.total_gpus else 0.0
+        return {"age": age, "fairshare": fairshare(job.account, ctx), "job_size": size, "partition": 1.0}
+
+    def explain(self, job: Job, ctx: PriorityContext) -> dict[str, float]:
+        """Weighted terms and their sum, like `sprio -l`."""
+        f = self.factors(job, ctx)
+        terms = {
+            "age": self.weight_age * f["age"],
+            "fairshare": self.weight_fairshare * f["fairshare"],
+            "job_size": self.weight_job_size * f["job_size"],
+            "partition": self.weight_partition * f["partition"],
+        }
+        terms["priority"] = sum(terms.values())
+        return terms
+
+    def key(self, job: Job, ctx: PriorityContext) -> float:
+        return -self.explain(job, ctx)["priority"]
+
+
+def fairshare(account: str, ctx: PriorityContext) -> float:
+    """Classic fair-share 2^(-U/S): 1 for an account with no usage, 0.5 when it used exactly its share."""
+    usage = ctx.history.usage
+    total = sum(usage.values())
+    if total <= 0.0 or not usage.get(account):
+        return 1.0
+    share = 1.0 / len(usage)
+    return float(2.0 ** (-(usage[account] / total) / share))

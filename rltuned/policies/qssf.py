@@ -1,0 +1,28 @@
+"""QSSF-style (Helios, SC'21): shortest predicted GPU-time first.
+
+The duration is predicted from the same user's past jobs, else the same virtual cluster's (account), else
+the job's own estimate; the priority is fixed when the job is queued, as QSSF computes it at submission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rltuned.domain import Job, PriorityContext
+
+
+@dataclass(frozen=True)
+class Qssf:
+    name: str = "qssf"
+    dynamic: bool = False
+
+    def predicted_runtime(self, job: Job, ctx: PriorityContext) -> float:
+        history = ctx.history
+        if job.user and job.user in history.mean_runtime_by_user:
+            return history.mean_runtime_by_user[job.user]
+        if job.account and job.account in history.mean_runtime_by_account:
+            return history.mean_runtime_by_account[job.account]
+        return job.estimate
+
+    def key(self, job: Job, ctx: PriorityContext) -> float:
+        return self.predicted_runtime(job, ctx) * job.gpus

@@ -1,0 +1,66 @@
+"""Fair-share usage and runtime history, kept by the simulator the way slurmctld/slurmdbd keep them.
+
+Usage is GPU-seconds per account, decayed with a half-life (PriorityDecayHalfLife); running jobs are
+charged for the time they have run so far. Stored values are scaled to the run's origin so decay needs no
+per-account timestamps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import MappingProxyType
+from typing import Protocol
+
+from rltuned.domain import History, Job
+
+
+class _Started(Protocol):
+    job: Job
+    start: float
+
+
+class HistoryTracker:
+    def __init__(self, origin: float, half_life_s: float) -> None:
+        self.origin = origin
+        self.half_life = half_life_s
+        self._scaled_usage: dict[str, float] = {}
+        self._runtime_sum: dict[str, float] = {}
+        self._runtime_n: dict[str, int] = {}
+        self._acct_sum: dict[str, float] = {}
+        self._acct_n: dict[str, int] = {}
+        self._user_mean: dict[str, float] = {}
+        self._acct_mean: dict[str, float] = {}
+
+    def _scale(self, t: float) -> float:
+        return float(2.0 ** ((t - self.origin) / self.half_life))
+
+    def record(self, job: Job, start: float, end: float) -> None:
+        run = end - start
+        acct = job.account
+        self._scaled_usage[acct] = self._scaled_usage.get(acct, 0.0) + job.gpus * run * self._scale(end)
+        if job.user:
+            self._runtime_sum[job.user] = self._runtime_sum.get(job.user, 0.0) + run
+            self._runtime_n[job.user] = self._runtime_n.get(job.user, 0) + 1
+            self._user_mean[job.user] = self._runtime_sum[job.user] / self._runtime_n[job.user]
+        if acct:
+            self._acct_sum[acct] = self._acct_sum.get(acct, 0.0) + run
+            self._acct_n[acct] = self._acct_n.get(acct, 0) + 1
+            self._acct_mean[acct] = self._acct_sum[acct] / self._acct_n[acct]
+
+    def view(self, now: float, running: Iterable[_Started] | None) -> History:
+        """History as of `now`; with `running` None, usage is left out (static policies never read it)."""
+        if running is None:
+            return History(
+                mean_runtime_by_user=MappingProxyType(self._user_mean),
+                mean_runtime_by_account=MappingProxyType(self._acct_mean),
+            )
+        decay = 1.0 / self._scale(now)
+        usage = {acct: value * decay for acct, value in self._scaled_usage.items()}
+        for entry in running:
+            acct = entry.job.account
+            usage[acct] = usage.get(acct, 0.0) + entry.job.gpus * max(now - entry.start, 0.0)
+        return History(
+            usage=MappingProxyType(usage),
+            mean_runtime_by_user=MappingProxyType(self._user_mean),
+            mean_runtime_by_account=MappingProxyType(self._acct_mean),
+        )

@@ -1,0 +1,334 @@
+"""The trace-driven cluster simulator: arrivals and completions on a heap, EASY backfilling, greedy placement.
+
+The engine knows nothing about policies; the scheduling pass asks the policy for an order and the placer
+for an allocation. EASY backfilling: the first job in priority order that does not fit (the head) gets a
+reservation, computed from the running jobs' *estimated* ends; a later job may start now only if it fits
+and either ends (by its estimate) before the reservation or uses none of the resources the head will need
+on its reserved nodes. Without backfilling the head blocks the queue (the paper's setting).
+
+A job that outlives its estimate keeps running: estimates are predictions here, not kill limits, and an
+overdue job counts as ending "now" when reservations are computed.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
+from rltuned.placement.greedy import STRATEGIES, Caps, FreeCapacity, place
+from rltuned.placement.pools import Demand, build_pools, demand_for, node_pool_index
+from rltuned.policies.base import Policy
+from rltuned.sim.engine import Engine
+from rltuned.sim.history import HistoryTracker
+
+FINISH, ARRIVAL = 0, 1  # completions first at equal times, so freed resources are seen by arrivals
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    placement: str = "pack"
+    backfill: bool = True
+    backfill_depth: int = 500
+    """Queued jobs examined per backfill pass after the head (Slurm's bf_max_job_test)."""
+    fairshare_half_life_s: float = 7 * 24 * 3600.0
+
+    def __post_init__(self) -> None:
+        if self.placement not in STRATEGIES:
+            raise ValueError(f"placement must be one of {STRATEGIES}, got {self.placement!r}")
+        if self.backfill_depth < 0:
+            raise ValueError(f"backfill_depth must be >= 0, got {self.backfill_depth}")
+
+
+class _Job:
+    """A job's mutable life in one run."""
+
+    __slots__ = ("alloc", "demand", "end", "est", "idx", "job", "key", "runtime", "start")
+
+    def __init__(self, idx: int, job: Job, demand: Demand) -> None:
+        self.idx = idx
+        self.job = job
+        self.demand = demand
+        self.est = job.estimate
+        self.runtime = job.runtime if job.runtime is not None else job.estimate
+        self.key = 0.0
+        self.start = -1.0
+        self.end = -1.0
+        self.alloc: Allocation = ()
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job: Job
+    start: float
+    end: float
+    allocation: Allocation
+
+    @property
+    def wait(self) -> float:
+        return self.start - self.job.submit
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Records of the measured jobs; `background` holds warm-up jobs, which count only for utilization."""
+
+    cluster: ClusterSpec
+    records: tuple[JobRecord, ...]
+    dropped: tuple[Job, ...]
+    background: tuple[JobRecord, ...] = ()
+
+
+class Simulator:
+    def __init__(self, cluster: ClusterSpec, policy: Policy, config: SimConfig | None = None) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.config = config or SimConfig()
+        self.pools = build_pools(cluster)
+        self._node_pool = node_pool_index(cluster, self.pools)
+
+    def run(self, jobs: Sequence[Job], warmup: int = 0) -> SimResult:
+        """Simulate `jobs` from an idle cluster; the first `warmup` jobs load it but are not measured."""
+        if not 0 <= warmup <= len(jobs):
+            raise ValueError(f"warmup must be in [0, {len(jobs)}], got {warmup}")
+        return _Run(self, jobs, warmup).execute()
+
+
+class _Run:
+    """One simulation: the mutable state lives here, never in the Simulator."""
+
+    def __init__(self, sim: Simulator, jobs: Sequence[Job], warmup: int) -> None:
+        self.sim = sim
+        self.warmup = warmup
+        self.policy = sim.policy
+        self.cfg = sim.config
+        nodes = sim.cluster.nodes
+        self.free = FreeCapacity([n.gpus for n in nodes], [n.cpus for n in nodes], [n.mem_mb for n in nodes])
+        self.pool_free = [sum(nodes[i].gpus for i in p.nodes) for p in sim.pools]
+        self.total_gpus = sim.cluster.total_gpus
+        self.origin = min((j.submit for j in jobs), default=0.0)
+        # The head job's reservation (shadow time, caps on reserved nodes), valid until resources are freed
+        # or the head changes; arrivals behind the head are backfilled against it without a full pass.
+        self.reservation: tuple[float, dict[int, tuple[int, int, int]]] | None = None
+        self.history = HistoryTracker(self.origin, self.cfg.fairshare_half_life_s)
+        self.engine: Engine[_Job] = Engine()
+        self.queue: list[_Job] = []
+        self.queue_keys: list[tuple[float, float, int]] = []
+        self.running: list[tuple[float, int]] = []  # (expected end, idx), sorted
+        self.by_idx: dict[int, _Job] = {}
+        self.done: list[_Job] = []
+        self.dropped: list[Job] = []
+        for idx, job in enumerate(jobs):
+            demand = demand_for(job, sim.pools)
+            if demand is None:
+                if idx >= warmup:
+                    self.dropped.append(job)
+                continue
+            entry = _Job(idx, job, demand)
+            self.by_idx[idx] = entry
+            self.engine.schedule(job.submit, ARRIVAL, entry)
+
+    def execute(self) -> SimResult:
+        engine = self.engine
+        while len(engine):
+            batch = engine.pop_simultaneous()
+            now = engine.now
+            freed = False
+            arrived: list[_Job] = []
+            for kind, entry in batch:
+                if kind == FINISH:
+                    self._finish(entry)
+                    freed = True
+                else:
+                    self._enqueue(entry, now)
+                    arrived.append(entry)
+            if not self.queue:
+                continue
+            if freed or not self._backfill_arrivals(arrived, now):
+                self._schedule(now)
+        done = sorted(self.done, key=lambda e: e.idx)
+        records = [JobRecord(e.job, e.start, e.end, e.alloc) for e in done]
+        cut = sum(1 for e in done if e.idx < self.warmup)
+        return SimResult(self.sim.cluster, tuple(records[cut:]), tuple(self.dropped), tuple(records[:cut]))
+
+    # --- queue -------------------------------------------------------------------------------------
+    def _context(self, now: float) -> PriorityContext:
+        """Usage (fair-share) changes continuously, so only dynamic policies pay for computing it."""
+        running = self._running_jobs() if self.policy.dynamic else None
+        history = self.history.view(now, running)
+        return PriorityContext(now, self.total_gpus, history, self.origin)
+
+    def _running_jobs(self) -> list[_Job]:
+        return [self.by_idx[idx] for _, idx in self.running]
+
+    def _enqueue(self, entry: _Job, now: float) -> None:
+        if self.policy.dynamic:
+            self.queue.append(entry)
+            return
+        entry.key = self.policy.key(entry.job, self._context(now))
+        sort_key = (entry.key, entry.job.submit, entry.idx)
+        at = bisect.bisect(self.queue_keys, sort_key)
+        self.queue_keys.insert(at, sort_key)
+        self.queue.insert(at, entry)
+
+    def _ordered(self, now: float) -> list[_Job]:
+        if not self.policy.dynamic:
+            return self.queue
+        ctx = self._context(now)
+        key = self.policy.key
+        return sorted(self.queue, key=lambda e: (key(e.job, ctx), e.job.submit, e.idx))
+
+    # --- scheduling pass ---------------------------------------------------------------------------
+    def _schedule(self, now: float) -> None:
+        order = self._ordered(now)
+        started: set[int] = set()
+        head_at = len(order)
+        for i, entry in enumerate(order):
+            alloc = self._place(entry)
+            if alloc is None:
+                head_at = i
+                break
+            self._start(entry, alloc, now)
+            started.add(entry.idx)
+        self.reservation = None
+        if head_at < len(order) and self.cfg.backfill:
+            self.reservation = self._reservation(order[head_at], now)
+            candidates = order[head_at + 1 : head_at + 1 + self.cfg.backfill_depth]
+            self._backfill(candidates, now, started)
+        if started:
+            self._drop_started(started)
+
+    def _backfill_arrivals(self, arrived: list[_Job], now: float) -> bool:
+        """Backfill new arrivals against the cached reservation; False when a full pass is needed.
+
+        Valid only for static priorities and when no resources were freed: then the jobs already queued
+        cannot start now, and the head and its reservation stand.
+        """
+        if self.policy.dynamic or self.reservation is None:
+            return False
+        head = self.queue[0]
+        if any(e is head for e in arrived):
+            return False
+        depth = self.cfg.backfill_depth
+        visible = [e for e in arrived if self.queue.index(e) <= depth] if len(self.queue) > depth else arrived
+        started: set[int] = set()
+        self._backfill(visible, now, started)
+        if started:
+            self._drop_started(started)
+        return True
+
+    def _backfill(self, candidates: list[_Job], now: float, started: set[int]) -> None:
+        assert self.reservation is not None
+        shadow, caps = self.reservation
+        pools, pool_free = self.sim.pools, self.pool_free
+        # Free capacity only shrinks during a pass, so once a job fails, any job of the same shape asking for
+        # at least as many GPUs fails too: remember the smallest failure per (shape, short).
+        failed: dict[tuple[object, bool], int] = {}
+        for entry in candidates:
+            demand = entry.demand
+            if not any(pool_free[p] >= demand.gpus for p in demand.pools):
+                if not any(pool_free):
+                    break
+                continue
+            short = now + entry.est <= shadow
+            memo = (demand.shape, short)
+            if demand.gpus >= failed.get(memo, 1 << 30):
+                continue
+            alloc = place(demand, pools, self.free, self.cfg.placement, None if short else caps)
+            if alloc is None:
+                failed[memo] = min(demand.gpus, failed.get(memo, 1 << 30))
+                continue
+            self._start(entry, alloc, now)
+            started.add(entry.idx)
+            if not short:
+                for s in alloc:
+                    if s.node in caps:
+                        cg, cc, cm = caps[s.node]
+                        caps[s.node] = (cg - s.gpus, cc - s.cpus, cm - s.mem_mb)
+
+    def _reservation(self, head: _Job, now: float) -> tuple[float, dict[int, tuple[int, int, int]]]:
+        """When and where the head job could start if running jobs end as estimated.
+
+        Returns the shadow time and, for the reserved nodes, the resources left over once the head is
+        placed there: what a job running past the shadow time may still use on them.
+        """
+        scratch = self.free.copy()
+        wanted = set(head.demand.pools)
+        node_pool = self.sim._node_pool
+        for end, idx in self.running:
+            alloc = self.by_idx[idx].alloc
+            scratch.give(alloc)
+            if not any(node_pool[s.node] in wanted for s in alloc):
+                continue
+            placed = place(head.demand, self.sim.pools, scratch, self.cfg.placement)
+            if placed is not None:
+                caps = {
+                    s.node: (
+                        scratch.gpus[s.node] - s.gpus,
+                        scratch.cpus[s.node] - s.cpus,
+                        scratch.mem[s.node] - s.mem_mb,
+                    )
+                    for s in placed
+                }
+                return max(end, now), caps
+        raise AssertionError(f"job {head.job.id} cannot fit an empty cluster but was not dropped")
+
+    def _place(self, entry: _Job, caps: Caps | None = None) -> Allocation | None:
+        if not any(self.pool_free[p] >= entry.demand.gpus for p in entry.demand.pools):
+            return None
+        return place(entry.demand, self.sim.pools, self.free, self.cfg.placement, caps)
+
+    # --- job lifecycle -----------------------------------------------------------------------------
+    def _start(self, entry: _Job, alloc: Allocation, now: float) -> None:
+        entry.start = now
+        entry.alloc = alloc
+        self.free.take(alloc)
+        node_pool = self.sim._node_pool
+        for s in alloc:
+            self.pool_free[node_pool[s.node]] -= s.gpus
+        bisect.insort(self.running, (now + entry.est, entry.idx))
+        self.engine.schedule(now + entry.runtime, FINISH, entry)
+
+    def _finish(self, entry: _Job) -> None:
+        now = self.engine.now
+        entry.end = now
+        self.free.give(entry.alloc)
+        node_pool = self.sim._node_pool
+        for s in entry.alloc:
+            self.pool_free[node_pool[s.node]] += s.gpus
+        at = bisect.bisect_left(self.running, (entry.start + entry.est, entry.idx))
+        del self.running[at]
+        self.history.record(entry.job, entry.start, now)
+        self.done.append(entry)
+
+    def _drop_started(self, started: set[int]) -> None:
+        queue = self.queue
+        prefix = 0
+        while prefix < len(queue) and queue[prefix].idx in started:
+            prefix += 1
+        if prefix == len(started):  # the common case: the jobs at the front started
+            del queue[:prefix]
+            if not self.policy.dynamic:
+                del self.queue_keys[:prefix]
+            return
+        keep = [i for i, e in enumerate(queue) if e.idx not in started]
+        self.queue = [self.queue[i] for i in keep]
+        if not self.policy.dynamic:
+            self.queue_keys = [self.queue_keys[i] for i in keep]
+
+    # --- observation -------------------------------------------------------------------------------
+    def snapshot(self, now: float) -> ClusterSnapshot:
+        running = tuple(RunningJob(e.job, e.start, e.alloc) for e in self._running_jobs())
+        return ClusterSnapshot(
+            now=now,
+            cluster=self.sim.cluster,
+            free_gpus=tuple(self.free.gpus),
+            free_cpus=tuple(self.free.cpus),
+            free_mem_mb=tuple(self.free.mem),
+            pending=tuple(e.job for e in self._ordered(now)),
+            running=running,
+            history=self.history.view(now, self._running_jobs()),
+            origin=self.origin,
+        )
