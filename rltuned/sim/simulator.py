@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
 from rltuned.placement.greedy import STRATEGIES, Caps, FreeCapacity, place
@@ -79,6 +79,8 @@ class SimResult:
     records: tuple[JobRecord, ...]
     dropped: tuple[Job, ...]
     background: tuple[JobRecord, ...] = ()
+    promised: dict[int, float] = field(default_factory=dict)
+    """Job id -> the start time its first EASY reservation promised (for checking the guarantee)."""
 
 
 class Simulator:
@@ -112,6 +114,7 @@ class _Run:
         # The head job's reservation (shadow time, caps on reserved nodes), valid until resources are freed
         # or the head changes; arrivals behind the head are backfilled against it without a full pass.
         self.reservation: tuple[float, dict[int, tuple[int, int, int]]] | None = None
+        self.promised: dict[int, float] = {}
         self.history = HistoryTracker(self.origin, self.cfg.fairshare_half_life_s)
         self.engine: Engine[_Job] = Engine()
         self.queue: list[_Job] = []
@@ -151,7 +154,9 @@ class _Run:
         done = sorted(self.done, key=lambda e: e.idx)
         records = [JobRecord(e.job, e.start, e.end, e.alloc) for e in done]
         cut = sum(1 for e in done if e.idx < self.warmup)
-        return SimResult(self.sim.cluster, tuple(records[cut:]), tuple(self.dropped), tuple(records[:cut]))
+        return SimResult(
+            self.sim.cluster, tuple(records[cut:]), tuple(self.dropped), tuple(records[:cut]), self.promised
+        )
 
     # --- queue -------------------------------------------------------------------------------------
     def _context(self, now: float) -> PriorityContext:
@@ -194,7 +199,9 @@ class _Run:
             started.add(entry.idx)
         self.reservation = None
         if head_at < len(order) and self.cfg.backfill:
-            self.reservation = self._reservation(order[head_at], now)
+            head = order[head_at]
+            self.reservation = self._reservation(head, now)
+            self.promised.setdefault(head.job.id, self.reservation[0])
             candidates = order[head_at + 1 : head_at + 1 + self.cfg.backfill_depth]
             self._backfill(candidates, now, started)
         if started:

@@ -1,0 +1,109 @@
+"""Invariants of any schedule, checked on random small clusters and traces (hypothesis)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rltuned.domain import ClusterSpec, Job
+from rltuned.policies import POLICIES, make_policy
+from rltuned.sim.simulator import SimConfig, SimResult, Simulator
+from tests.builders import cluster
+
+SHAPES = st.lists(
+    st.tuples(st.sampled_from(["P100", "K80", "V100"]), st.sampled_from([1, 2, 4, 8]), st.integers(1, 3)),
+    min_size=1,
+    max_size=3,
+)
+
+
+@st.composite
+def workloads(draw: st.DrawFn, exact: bool = False) -> tuple[ClusterSpec, list[Job]]:
+    spec = cluster(*draw(SHAPES))
+    types = sorted({n.gpu_type for n in spec.nodes})
+    n = draw(st.integers(1, 40))
+    jobs = []
+    submit = 0.0
+    for i in range(n):
+        submit += draw(st.sampled_from([0.0, 1.0, 5.0, 30.0]))
+        runtime = float(draw(st.integers(1, 300)))
+        estimate = runtime if exact else float(draw(st.integers(1, 600)))
+        gpus = draw(st.integers(1, 12))
+        gpu_type = draw(st.sampled_from([None, *types]))
+        cpus = draw(st.sampled_from([0, 0, 1, 6]))
+        jobs.append(Job(i, submit, gpus, runtime=runtime, time_limit=estimate, gpu_type=gpu_type, cpus=cpus))
+    return spec, jobs
+
+
+def assert_never_over_allocated(result: SimResult) -> None:
+    events = []
+    for r in result.records:
+        events.append((r.start, 1, r))
+        events.append((r.end, 0, r))  # ends first at equal times
+    used = {i: [0, 0, 0] for i in range(len(result.cluster.nodes))}
+    for _, kind, r in sorted(events, key=lambda e: (e[0], e[1], e[2].job.id)):
+        sign = 1 if kind else -1
+        for s in r.allocation:
+            u = used[s.node]
+            u[0] += sign * s.gpus
+            u[1] += sign * s.cpus
+            u[2] += sign * s.mem_mb
+            node = result.cluster.nodes[s.node]
+            assert u[0] <= node.gpus and u[1] <= node.cpus and u[2] <= node.mem_mb, (node, u)
+
+
+settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci")
+
+
+@given(
+    workloads(),
+    st.sampled_from(sorted(POLICIES)),
+    st.booleans(),
+    st.sampled_from(["pack", "spread"]),
+)
+@settings(max_examples=150)
+def test_schedules_respect_capacity_submit_and_types(
+    workload: tuple[ClusterSpec, list[Job]], policy: str, backfill: bool, placement: str
+) -> None:
+    spec, jobs = workload
+    result = Simulator(spec, make_policy(policy), SimConfig(placement=placement, backfill=backfill)).run(jobs)
+    assert len(result.records) + len(result.dropped) == len(jobs)
+    for r in result.records:
+        assert r.start >= r.job.submit
+        assert r.end == r.start + r.job.runtime
+        assert sum(s.gpus for s in r.allocation) == r.job.gpus
+        assert len({spec.nodes[s.node].gpu_type for s in r.allocation}) == 1
+        if r.job.gpu_type is not None:
+            assert spec.nodes[r.allocation[0].node].gpu_type == r.job.gpu_type
+    assert_never_over_allocated(result)
+
+
+@given(workloads(exact=True), st.sampled_from(["pack", "spread"]))
+@settings(max_examples=150)
+def test_backfilling_never_delays_the_reserved_head_job(
+    workload: tuple[ClusterSpec, list[Job]], placement: str
+) -> None:
+    """With exact estimates and FCFS, every job starts no later than its first reservation promised."""
+    spec, jobs = workload
+    result = Simulator(spec, make_policy("fcfs"), SimConfig(placement=placement)).run(jobs)
+    started = {r.job.id: r.start for r in result.records}
+    for job_id, promised in result.promised.items():
+        assert started[job_id] <= promised + 1e-9, (job_id, started[job_id], promised)
+
+
+@given(workloads(exact=True))
+@settings(max_examples=80)
+def test_backfilling_never_starts_the_head_later_than_strict_fcfs_would_wait_for_it(
+    workload: tuple[ClusterSpec, list[Job]],
+) -> None:
+    """EASY only fills holes: the first job to wait starts no later than under strict FCFS."""
+    spec, jobs = workload
+    easy = Simulator(spec, make_policy("fcfs"), SimConfig(backfill=True)).run(jobs)
+    strict = Simulator(spec, make_policy("fcfs"), SimConfig(backfill=False)).run(jobs)
+    strict_start = {r.job.id: r.start for r in strict.records}
+    waited = [r for r in strict.records if r.start > r.job.submit]
+    if waited:
+        first = min(waited, key=lambda r: r.job.id).job.id
+        easy_start = {r.job.id: r.start for r in easy.records}
+        assert easy_start[first] <= strict_start[first]
