@@ -128,8 +128,9 @@ def render_table(header: dict[str, object], runs: Sequence[PolicyRun], cluster: 
     lines = [
         f"trace    {header['trace_report']}",
         f"cluster  {cluster}",
-        f"estimates {header['estimates']} (seed {header['estimates_seed']}); placement {runs[0].config.placement}; "
-        f"backfill {'EASY' if runs[0].config.backfill else 'off'}; windows {len(runs[0].windows)}",
+        f"estimates {header['estimates']} (seed {header['estimates_seed']}); "
+        f"placement {runs[0].config.placement}; backfill {'EASY' if runs[0].config.backfill else 'off'}; "
+        f"windows {len(runs[0].windows)}",
         "",
         "  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)),
     ]

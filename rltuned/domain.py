@@ -114,9 +114,15 @@ class History:
 
     `usage` is decayed GPU-seconds per account (Slurm's fair-share usage); the runtime means feed the
     QSSF-style predictor. The simulator maintains these; on Slurm they come from sshare and sacct.
+    `total_usage` is the sum of `usage`, kept so fair-share costs O(1) per job.
     """
 
+    def __post_init__(self) -> None:
+        if self.usage and not self.total_usage:
+            object.__setattr__(self, "total_usage", float(sum(self.usage.values())))
+
     usage: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    total_usage: float = 0.0
     mean_runtime_by_user: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     mean_runtime_by_account: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
 

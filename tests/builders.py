@@ -11,7 +11,13 @@ def cluster(*shapes: tuple[str, int, int], cpus_per_gpu: int = 4, mem_per_gpu: i
     for gpu_type, gpus, count in shapes:
         for _ in range(count):
             nodes.append(
-                Node(f"{gpu_type.lower()}-{len(nodes)}", gpu_type, gpus, gpus * cpus_per_gpu, gpus * mem_per_gpu)
+                Node(
+                    f"{gpu_type.lower()}-{len(nodes)}",
+                    gpu_type,
+                    gpus,
+                    gpus * cpus_per_gpu,
+                    gpus * mem_per_gpu,
+                )
             )
     return ClusterSpec("test", tuple(nodes))
 

@@ -74,7 +74,7 @@ def _rank(allocation: Allocation, free: FreeCapacity, strategy: str) -> tuple[in
 def _usable_nodes(
     demand: Demand, k: int, pool: Pool, free: FreeCapacity, caps: Caps | None
 ) -> list[tuple[int, int]]:
-    """(GPUs the job could take there, node) for every node of the pool with room, given GPUs, CPUs, memory."""
+    """(GPUs the job could take there, node) for each node of the pool with room for at least one."""
     fg, fc, fm = free.gpus, free.cpus, free.mem
     cpg, mpg = demand.cpu_per_gpu[k], demand.mem_per_gpu[k]
     out = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from rltuned.domain import Job, PriorityContext
 
 DEFAULT_MAX_AGE_S = 7 * 24 * 3600.0
+FACTORS = ("age", "fairshare", "job_size", "partition")
 
 
 @dataclass(frozen=True)
@@ -26,32 +27,37 @@ class Multifactor:
     weight_partition: int = 1000
     max_age_s: float = DEFAULT_MAX_AGE_S
 
-    def factors(self, job: Job, ctx: PriorityContext) -> dict[str, float]:
-        """The normalized factors, each in [0, 1]."""
+    def _values(self, job: Job, ctx: PriorityContext) -> tuple[float, float, float, float]:
         age = min(max(ctx.now - job.submit, 0.0) / self.max_age_s, 1.0)
         size = min(job.gpus / ctx.total_gpus, 1.0) if ctx.total_gpus else 0.0
-        return {"age": age, "fairshare": fairshare(job.account, ctx), "job_size": size, "partition": 1.0}
+        return age, fairshare(job.account, ctx), size, 1.0
+
+    def factors(self, job: Job, ctx: PriorityContext) -> dict[str, float]:
+        """The normalized factors, each in [0, 1]."""
+        return dict(zip(FACTORS, self._values(job, ctx), strict=True))
 
     def explain(self, job: Job, ctx: PriorityContext) -> dict[str, float]:
         """Weighted terms and their sum, like `sprio -l`."""
-        f = self.factors(job, ctx)
-        terms = {
-            "age": self.weight_age * f["age"],
-            "fairshare": self.weight_fairshare * f["fairshare"],
-            "job_size": self.weight_job_size * f["job_size"],
-            "partition": self.weight_partition * f["partition"],
-        }
+        weights = (self.weight_age, self.weight_fairshare, self.weight_job_size, self.weight_partition)
+        terms = {name: w * f for name, f, w in zip(FACTORS, self._values(job, ctx), weights, strict=True)}
         terms["priority"] = sum(terms.values())
         return terms
 
     def key(self, job: Job, ctx: PriorityContext) -> float:
-        return -self.explain(job, ctx)["priority"]
+        """The same sum as `explain`, without building dicts: this runs for every queued job at every pass."""
+        age, fs, size, part = self._values(job, ctx)
+        return -(
+            self.weight_age * age
+            + self.weight_fairshare * fs
+            + self.weight_job_size * size
+            + self.weight_partition * part
+        )
 
 
 def fairshare(account: str, ctx: PriorityContext) -> float:
     """Classic fair-share 2^(-U/S): 1 for an account with no usage, 0.5 when it used exactly its share."""
     usage = ctx.history.usage
-    total = sum(usage.values())
+    total = ctx.history.total_usage
     if total <= 0.0 or not usage.get(account):
         return 1.0
     share = 1.0 / len(usage)

@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, NoReturn
 
 from rltuned.errors import TraceError
 from rltuned.traces import helios, itp, openb, pai, philly, slurm, swf
@@ -81,14 +82,14 @@ def _format_of(line: str) -> str | None:
     return None
 
 
-def _unknown(path: Path, line_number: int, line: str) -> str:
+def _unknown(path: Path, line_number: int, line: str) -> NoReturn:
     valid = ", ".join(FORMATS)
     problem = f"unknown trace format: expected a header or record of one of {valid}, got {line[:80]!r}"
     raise TraceError(str(path), line_number, problem)
 
 
-def _data_lines(handle: Iterator[str]) -> Iterator[tuple[int, str]]:
-    return ((n, line) for n, line in numbered_lines(handle) if not line.lstrip().startswith(";"))  # type: ignore[arg-type]
+def _data_lines(handle: IO[str]) -> Iterator[tuple[int, str]]:
+    return ((n, line) for n, line in numbered_lines(handle) if not line.lstrip().startswith(";"))
 
 
 def _check_file(path: Path) -> None:

@@ -134,7 +134,8 @@ def _sacct_job(row: dict[str, str], job_id: int) -> Parsed:
     name = row["JobID"].strip()
     if "." in name:
         return "job_step"
-    tres = parse_tres(row.get("AllocTRES") or row.get("ReqTRES", ""), "AllocTRES")
+    tres_column = "AllocTRES" if row.get("AllocTRES") else "ReqTRES"  # never-started jobs have no AllocTRES
+    tres = parse_tres(row.get(tres_column, ""), tres_column)
     limit = slurm_seconds(row.get("Timelimit", ""), "Timelimit")
     submit = timestamp(row["Submit"], "Submit")
     if tres.gpus == 0:

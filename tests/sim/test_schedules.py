@@ -95,7 +95,12 @@ def test_cpu_and_memory_bind_when_requested() -> None:
 
 def test_jobs_larger_than_the_cluster_are_dropped_and_counted() -> None:
     spec = cluster(("P100", 4, 1), ("K80", 2, 2))
-    jobs = [job(0, 0, 16, 10), job(1, 0, 1, 10, gpu_type="A100"), job(2, 0, 3, 10, gpu_type="K80"), job(3, 0, 1, 5)]
+    jobs = [
+        job(0, 0, 16, 10),
+        job(1, 0, 1, 10, gpu_type="A100"),
+        job(2, 0, 3, 10, gpu_type="K80"),
+        job(3, 0, 1, 5),
+    ]
     result = run(spec, jobs)
     assert [j.id for j in result.dropped] == [0, 1]
     assert sorted(r.job.id for r in result.records) == [2, 3]
@@ -112,7 +117,10 @@ def test_warmup_jobs_load_the_cluster_but_are_not_measured() -> None:
 @pytest.mark.parametrize("policy", ["fcfs", "sjf", "wfp3", "unicep", "f1", "multifactor", "qssf"])
 def test_every_policy_runs_and_is_deterministic(policy: str) -> None:
     spec = cluster(("P100", 4, 2), ("K80", 2, 2))
-    jobs = [job(i, i * 7.0, 1 + i % 4, 50 + (i * 37) % 400, user=f"u{i % 3}", account=f"a{i % 2}") for i in range(60)]
+    jobs = [
+        job(i, i * 7.0, 1 + i % 4, 50 + (i * 37) % 400, user=f"u{i % 3}", account=f"a{i % 2}")
+        for i in range(60)
+    ]
     first = run(spec, jobs, policy=policy)
     second = run(spec, jobs, policy=policy)
     assert first.records == second.records
@@ -120,5 +128,10 @@ def test_every_policy_runs_and_is_deterministic(policy: str) -> None:
 
 
 def test_sjf_starts_the_shortest_estimate_first() -> None:
-    jobs = [job(0, 0, 4, 100), job(1, 1, 4, 300), job(2, 2, 4, 50, estimate=20), job(3, 3, 4, 10, estimate=90)]
+    jobs = [
+        job(0, 0, 4, 100),
+        job(1, 1, 4, 300),
+        job(2, 2, 4, 50, estimate=20),
+        job(3, 3, 4, 10, estimate=90),
+    ]
     assert starts(run(ONE_NODE, jobs, policy="sjf")) == {0: 0, 2: 100, 3: 150, 1: 160}

@@ -1,0 +1,91 @@
+"""The paper's Table 5 formulas, computed with the current wait, and Slurm's multifactor breakdown."""
+
+from __future__ import annotations
+
+import math
+from types import MappingProxyType
+
+import pytest
+
+from rltuned.domain import ClusterSnapshot, History, Job, PriorityContext
+from rltuned.errors import UsageError
+from rltuned.policies import make_policy, rank
+from rltuned.policies.multifactor import Multifactor, fairshare
+from tests.builders import cluster, job
+
+
+def ctx(now: float, **usage: float) -> PriorityContext:
+    return PriorityContext(now, 64, History(usage=MappingProxyType(usage)))
+
+
+def test_wfp3_uses_the_wait_so_far_not_a_start_time() -> None:
+    long_waiter = job(0, 0, 1, 1000)
+    newcomer = job(1, 900, 1, 10)
+    wfp3 = make_policy("wfp3")
+    assert wfp3.key(long_waiter, ctx(1000)) == pytest.approx(-((1000 / 1000) ** 3))
+    assert wfp3.key(newcomer, ctx(1000)) == pytest.approx(-((100 / 10) ** 3))
+    # Order flips as time passes: a job's priority grows with its wait.
+    assert wfp3.key(newcomer, ctx(901)) > wfp3.key(long_waiter, ctx(901))
+
+
+def test_unicep_is_finite_for_single_gpu_jobs() -> None:
+    value = make_policy("unicep").key(job(0, 0, 1, 100), ctx(50))
+    assert value == pytest.approx(-50 / (math.log2(2) * 100))
+
+
+def test_f1_measures_submit_from_the_origin() -> None:
+    f1 = make_policy("f1")
+    j = job(0, 1_000_100, 2, 1000)
+    origin_ctx = PriorityContext(0, 64, origin=1_000_000)
+    assert f1.key(j, origin_ctx) == pytest.approx(math.log10(1000) * 2 + 870 * math.log10(100))
+
+
+def test_sjf_reads_the_estimate_never_the_true_runtime() -> None:
+    assert make_policy("sjf").key(job(0, 0, 1, runtime=10, estimate=500), ctx(0)) == 500
+
+
+def test_multifactor_breakdown_sums_to_the_priority() -> None:
+    mf = Multifactor()
+    j = Job(0, 0.0, 16, runtime=10, time_limit=10, account="a")
+    terms = mf.explain(j, ctx(3.5 * 86400, a=100.0, b=300.0))
+    assert terms["age"] == pytest.approx(500.0)
+    assert terms["job_size"] == pytest.approx(250.0)
+    assert terms["fairshare"] == pytest.approx(1000 * 2 ** (-(0.25 / 0.5)))
+    assert terms["priority"] == pytest.approx(sum(v for k, v in terms.items() if k != "priority"))
+    assert mf.key(j, ctx(3.5 * 86400, a=100.0, b=300.0)) == -terms["priority"]
+
+
+def test_fairshare_is_half_at_exactly_the_fair_share_and_one_when_unused() -> None:
+    assert fairshare("a", ctx(0, a=50.0, b=50.0)) == pytest.approx(0.5)
+    assert fairshare("c", ctx(0, a=50.0, b=50.0)) == 1.0
+
+
+def test_age_factor_saturates_at_max_age() -> None:
+    mf = Multifactor()
+    j = job(0, 0, 1, 10)
+    assert mf.factors(j, ctx(30 * 86400))["age"] == 1.0
+
+
+def test_qssf_predicts_from_the_users_past_jobs_then_the_account() -> None:
+    qssf = make_policy("qssf")
+    history = History(
+        mean_runtime_by_user=MappingProxyType({"alice": 100.0}),
+        mean_runtime_by_account=MappingProxyType({"vc1": 5000.0}),
+    )
+    c = PriorityContext(0, 8, history)
+    assert qssf.key(job(0, 0, 2, 1, estimate=9999, user="alice", account="vc1"), c) == 200.0
+    assert qssf.key(job(1, 0, 2, 1, estimate=9999, user="bob", account="vc1"), c) == 10000.0
+    assert qssf.key(job(2, 0, 2, 1, estimate=30, user="bob", account="vc9"), c) == 60.0
+
+
+def test_rank_orders_a_snapshot_with_ties_to_the_earlier_job() -> None:
+    spec = cluster(("P100", 4, 1))
+    pending = (job(5, 10, 1, 100), job(3, 10, 1, 100), job(4, 0, 1, 300))
+    snap = ClusterSnapshot(20.0, spec, (4,), (16,), (32768,), pending, ())
+    assert [j.id for j in rank(make_policy("fcfs"), snap)] == [4, 3, 5]
+    assert [j.id for j in rank(make_policy("sjf"), snap)] == [3, 5, 4]
+
+
+def test_unknown_policy_names_the_choices() -> None:
+    with pytest.raises(UsageError, match="fcfs"):
+        make_policy("lottery")

@@ -1,0 +1,58 @@
+"""Cluster presets and TOML specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rltuned.clusters import load_cluster, preset_names
+from rltuned.errors import ConfigError, UsageError
+
+
+def test_paper_testbed_is_the_papers_slurm_testbed() -> None:
+    spec = load_cluster("paper-testbed")
+    shapes = sorted((n.gpu_type, n.gpus) for n in spec.nodes)
+    assert shapes == [("K80", 2), ("K80", 2), ("M40", 1), ("P100", 4), ("P100", 4)]
+
+
+def test_philly_keeps_the_machine_list_proportions() -> None:
+    spec = load_cluster("philly")
+    two = sum(1 for n in spec.nodes if n.gpus == 2)
+    eight = sum(1 for n in spec.nodes if n.gpus == 8)
+    assert two / eight == pytest.approx(321 / 231, rel=0.02)
+
+
+def test_helios_has_five_vcs_of_8_gpu_nodes() -> None:
+    spec = load_cluster("helios")
+    counts = [sum(1 for n in spec.nodes if n.partition == f"vc{i}") for i in range(1, 6)]
+    assert counts == [16, 12, 10, 8, 8]
+    assert {n.gpus for n in spec.nodes} == {8}
+
+
+def test_every_preset_loads() -> None:
+    for name in preset_names():
+        spec = load_cluster(name.replace("swf-N", "swf-16"))
+        assert spec.total_gpus > 0
+
+
+def test_swf_n_is_n_single_slot_nodes() -> None:
+    spec = load_cluster("swf-128")
+    assert len(spec.nodes) == 128 and spec.total_gpus == 128
+
+
+def test_unknown_preset_lists_the_presets() -> None:
+    with pytest.raises(UsageError, match="paper-testbed"):
+        load_cluster("nope")
+
+
+def test_invalid_spec_names_the_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[[nodes]]\ngpu_type = "A100"\ngpus = 0\ncpus = 4\nmem_mb = 100\n')
+    with pytest.raises(ConfigError, match=r"nodes\[0\]\.gpus"):
+        load_cluster(str(bad))
+    bad.write_text(
+        'name = "x"\ncolour = "red"\n[[nodes]]\ngpu_type = "A100"\ngpus = 1\ncpus = 4\nmem_mb = 100\n'
+    )
+    with pytest.raises(ConfigError, match="colour"):
+        load_cluster(str(bad))
