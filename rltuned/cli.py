@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--sequences", type=int, help="number of random windows")
     sim.add_argument("--seed", type=int, default=0, help="seed for choosing random windows")
     sim.add_argument(
+        "--warmup", type=int, default=0, help="preceding jobs simulated first, unmeasured, to load the cluster"
+    )
+    sim.add_argument(
         "--backfill", action=argparse.BooleanOptionalAction, default=True, help="EASY backfilling"
     )
     sim.add_argument("--backfill-depth", type=int, default=500, help="jobs examined per backfill pass")
@@ -72,7 +75,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
     windows = choose_windows(len(jobs), args.jobs, args.start, args.sequences, args.seed)
     config = SimConfig(placement=args.placement, backfill=args.backfill, backfill_depth=args.backfill_depth)
-    runs = _run_all(jobs, cluster, policies, config, windows, show_progress=not args.json)
+    if args.warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
+    runs = _run_all(jobs, cluster, policies, config, windows, args.warmup, show_progress=not args.json)
     header = {
         "trace": str(args.trace),
         "trace_report": trace.report.summary(),
@@ -80,6 +85,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         "estimates": model,
         "estimates_seed": args.estimates_seed,
         "window_seed": args.seed if args.sequences else None,
+        "warmup_jobs": args.warmup,
     }
     if args.json:
         bodies = [{**header, **run.as_dict()} for run in runs]
@@ -95,6 +101,7 @@ def _run_all(
     policies: Sequence[str],
     config: SimConfig,
     windows: Sequence[Window],
+    warmup: int,
     show_progress: bool,
 ) -> list[PolicyRun]:
     total = len(policies) * len(windows)
@@ -105,7 +112,7 @@ def _run_all(
         bar = tqdm(total=total, desc="simulating", unit="window", file=sys.stderr)
     try:
         tick = bar.update if bar is not None else None
-        return [simulate_windows(jobs, cluster, p, config, windows, tick) for p in policies]
+        return [simulate_windows(jobs, cluster, p, config, windows, tick, warmup) for p in policies]
     finally:
         if bar is not None:
             bar.close()
@@ -130,7 +137,7 @@ def render_table(header: dict[str, object], runs: Sequence[PolicyRun], cluster: 
         f"cluster  {cluster}",
         f"estimates {header['estimates']} (seed {header['estimates_seed']}); "
         f"placement {runs[0].config.placement}; backfill {'EASY' if runs[0].config.backfill else 'off'}; "
-        f"windows {len(runs[0].windows)}",
+        f"windows {len(runs[0].windows)}; warm-up {header['warmup_jobs']} jobs",
         "",
         "  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)),
     ]

@@ -110,12 +110,16 @@ def simulate_windows(
     config: SimConfig,
     windows: Sequence[Window],
     progress: Callable[[], None] | None = None,
+    warmup: int = 0,
 ) -> PolicyRun:
+    """Run one policy on every window; with `warmup`, up to that many preceding jobs first load the cluster
+    (unmeasured), so a window starts from a busy cluster rather than an idle one."""
     simulator = Simulator(cluster, make_policy(policy_name), config)
     results = []
     for window in windows:
+        warm = min(warmup, window.start)
         t0 = time.perf_counter()
-        result = simulator.run(jobs[window.start : window.stop])
+        result = simulator.run(jobs[window.start - warm : window.stop], warmup=warm)
         wall = time.perf_counter() - t0
         results.append(WindowResult(window, compute_metrics(result), wall))
         if progress is not None:
