@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--sequences", type=int, help="number of random windows")
     sim.add_argument("--seed", type=int, default=0, help="seed for choosing random windows")
     sim.add_argument(
-        "--warmup", type=int, default=0, help="preceding jobs simulated first, unmeasured, to load the cluster"
+        "--warmup", type=int, default=0, help="preceding jobs run first, unmeasured, to load the cluster"
     )
     sim.add_argument(
         "--backfill", action=argparse.BooleanOptionalAction, default=True, help="EASY backfilling"
