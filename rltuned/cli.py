@@ -12,10 +12,10 @@ from rltuned.clusters import load_cluster
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import RltunedError, UsageError
 from rltuned.estimates import MODELS, apply_estimates
-from rltuned.placement.greedy import STRATEGIES
+from rltuned.placement.milp import MilpConfig
 from rltuned.policies import POLICIES
 from rltuned.sim.runner import PolicyRun, Window, choose_windows, simulate_windows
-from rltuned.sim.simulator import SimConfig
+from rltuned.sim.simulator import PLACEMENTS, SimConfig
 from rltuned.traces import FORMATS, load_trace
 from rltuned.traces.bundled import bundled_names, resolve_trace
 
@@ -41,7 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--cluster", required=True, help="cluster preset, swf-N, or a TOML spec file")
     sim.add_argument("--policy", default="fcfs", help=f"one or more of {','.join(POLICIES)}, comma-separated")
-    sim.add_argument("--placement", choices=STRATEGIES, default="pack")
+    sim.add_argument("--placement", choices=PLACEMENTS, default="pack", help="greedy pack/spread or the MILP")
+    sim.add_argument("--milp-k", type=int, default=8, help="jobs the MILP places jointly (default 8)")
+    sim.add_argument(
+        "--milp-time-limit-ms", type=float, default=50.0, help="MILP solve limit before fallback"
+    )
     sim.add_argument(
         "--estimates", choices=MODELS, default="auto", help="runtime-estimate model (default auto)"
     )
@@ -74,7 +78,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     trace = load_trace(path, args.format, lenient=args.lenient)
     jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
     windows = choose_windows(len(jobs), args.jobs, args.start, args.sequences, args.seed)
-    config = SimConfig(placement=args.placement, backfill=args.backfill, backfill_depth=args.backfill_depth)
+    if args.milp_k < 1:
+        raise UsageError(f"--milp-k must be >= 1, got {args.milp_k}")
+    config = SimConfig(
+        placement=args.placement,
+        backfill=args.backfill,
+        backfill_depth=args.backfill_depth,
+        milp=MilpConfig(k=args.milp_k, time_limit_ms=args.milp_time_limit_ms),
+    )
     if args.warmup < 0:
         raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
     runs = _run_all(jobs, cluster, policies, config, windows, args.warmup, show_progress=not args.json)

@@ -61,6 +61,8 @@ class WindowResult:
     window: Window
     metrics: Metrics
     wall_s: float
+    solver_calls: int = 0
+    solver_fallbacks: int = 0
 
     def as_dict(self) -> dict[str, object]:
         row: dict[str, object] = {"start": self.window.start, "stop": self.window.stop}
@@ -98,6 +100,9 @@ class PolicyRun:
         out.update({key: self.mean(key) for key in METRIC_KEYS})
         out["wall_s"] = self.wall_s
         out["jobs_per_s"] = (jobs + dropped) / self.wall_s if self.wall_s else 0.0
+        if self.config.placement == "milp":
+            out["solver_calls"] = sum(w.solver_calls for w in self.windows)
+            out["solver_fallbacks"] = sum(w.solver_fallbacks for w in self.windows)
         if len(self.windows) > 1:
             out["sequences"] = [w.as_dict() for w in self.windows]
         return out
@@ -121,7 +126,8 @@ def simulate_windows(
         t0 = time.perf_counter()
         result = simulator.run(jobs[window.start - warm : window.stop], warmup=warm)
         wall = time.perf_counter() - t0
-        results.append(WindowResult(window, compute_metrics(result), wall))
+        metrics = compute_metrics(result)
+        results.append(WindowResult(window, metrics, wall, result.solver_calls, result.solver_fallbacks))
         if progress is not None:
             progress()
     return PolicyRun(policy_name, config, tuple(results))

@@ -17,12 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
-from rltuned.placement.greedy import STRATEGIES, Caps, FreeCapacity, place
+from rltuned.errors import SolverError
+from rltuned.placement.greedy import Caps, FreeCapacity, place
+from rltuned.placement.milp import MilpConfig, milp_place
 from rltuned.placement.pools import Demand, build_pools, demand_for, node_pool_index
 from rltuned.policies.base import Policy
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
 
+PLACEMENTS = ("pack", "spread", "milp")
 FINISH, ARRIVAL = 0, 1  # completions first at equal times, so freed resources are seen by arrivals
 INF = float("inf")
 
@@ -34,10 +37,12 @@ class SimConfig:
     backfill_depth: int = 500
     """Queued jobs examined per backfill pass after the head (Slurm's bf_max_job_test)."""
     fairshare_half_life_s: float = 7 * 24 * 3600.0
+    milp: MilpConfig = field(default_factory=MilpConfig)
+    """With placement "milp": the top-K ranked jobs are placed jointly; backfill and fallback use pack."""
 
     def __post_init__(self) -> None:
-        if self.placement not in STRATEGIES:
-            raise ValueError(f"placement must be one of {STRATEGIES}, got {self.placement!r}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
         if self.backfill_depth < 0:
             raise ValueError(f"backfill_depth must be >= 0, got {self.backfill_depth}")
 
@@ -81,6 +86,9 @@ class SimResult:
     background: tuple[JobRecord, ...] = ()
     promised: dict[int, float] = field(default_factory=dict)
     """Job id -> the start time its first EASY reservation promised (for checking the guarantee)."""
+    solver_calls: int = 0
+    solver_fallbacks: int = 0
+    """MILP solves that failed or ran over their time limit; those passes placed greedily (pack)."""
 
 
 class Simulator:
@@ -115,6 +123,9 @@ class _Run:
         # or the head changes; arrivals behind the head are backfilled against it without a full pass.
         self.reservation: tuple[float, dict[int, tuple[int, int, int]]] | None = None
         self.promised: dict[int, float] = {}
+        self.greedy = "pack" if self.cfg.placement == "milp" else self.cfg.placement
+        self.solver_calls = 0
+        self.solver_fallbacks = 0
         self.history = HistoryTracker(self.origin, self.cfg.fairshare_half_life_s)
         self.engine: Engine[_Job] = Engine()
         self.queue: list[_Job] = []
@@ -155,7 +166,13 @@ class _Run:
         records = [JobRecord(e.job, e.start, e.end, e.alloc) for e in done]
         cut = sum(1 for e in done if e.idx < self.warmup)
         return SimResult(
-            self.sim.cluster, tuple(records[cut:]), tuple(self.dropped), tuple(records[:cut]), self.promised
+            self.sim.cluster,
+            tuple(records[cut:]),
+            tuple(self.dropped),
+            tuple(records[:cut]),
+            self.promised,
+            self.solver_calls,
+            self.solver_fallbacks,
         )
 
     # --- queue -------------------------------------------------------------------------------------
@@ -189,8 +206,10 @@ class _Run:
     def _schedule(self, now: float) -> None:
         order = self._ordered(now)
         started: set[int] = set()
+        first = self._start_milp_prefix(order, now, started) if self.cfg.placement == "milp" else 0
         head_at = len(order)
-        for i, entry in enumerate(order):
+        for i in range(first, len(order)):
+            entry = order[i]
             alloc = self._place(entry)
             if alloc is None:
                 head_at = i
@@ -206,6 +225,35 @@ class _Run:
             self._backfill(candidates, now, started)
         if started:
             self._drop_started(started)
+
+    def _start_milp_prefix(self, order: list[_Job], now: float, started: set[int]) -> int:
+        """Start the longest rank-order prefix the MILP places jointly, K jobs per solve; returns its length.
+
+        Only a prefix is taken so that rank order and the EASY reservation keep their meaning: a job the
+        MILP placed behind a deferred one is left to the backfill pass, which checks the reservation.
+        """
+        k = self.cfg.milp.k
+        done = 0
+        while True:
+            chunk = order[done : done + k]
+            fitting = [e for e in chunk if any(self.pool_free[p] >= e.demand.gpus for p in e.demand.pools)]
+            if len(fitting) < 2 or not chunk or chunk[0] not in fitting:
+                return done
+            lookahead = [e.demand for e in order[done + k : done + 2 * k]]
+            self.solver_calls += 1
+            try:
+                allocs = milp_place(
+                    [e.demand for e in chunk], lookahead, self.sim.pools, self.free, self.cfg.milp
+                )
+            except SolverError:
+                self.solver_fallbacks += 1
+                return done
+            for entry, alloc in zip(chunk, allocs, strict=True):
+                if alloc is None:
+                    return done
+                self._start(entry, alloc, now)
+                started.add(entry.idx)
+                done += 1
 
     def _backfill_arrivals(self, arrived: list[_Job], now: float) -> bool:
         """Backfill new arrivals against the cached reservation; False when a full pass is needed.
@@ -243,7 +291,7 @@ class _Run:
             memo = (demand.shape, short)
             if demand.gpus >= failed.get(memo, 1 << 30):
                 continue
-            alloc = place(demand, pools, self.free, self.cfg.placement, None if short else caps)
+            alloc = place(demand, pools, self.free, self.greedy, None if short else caps)
             if alloc is None:
                 failed[memo] = min(demand.gpus, failed.get(memo, 1 << 30))
                 continue
@@ -269,7 +317,7 @@ class _Run:
             scratch.give(alloc)
             if not any(node_pool[s.node] in wanted for s in alloc):
                 continue
-            placed = place(head.demand, self.sim.pools, scratch, self.cfg.placement)
+            placed = place(head.demand, self.sim.pools, scratch, self.greedy)
             if placed is not None:
                 caps = {
                     s.node: (
@@ -285,7 +333,7 @@ class _Run:
     def _place(self, entry: _Job, caps: Caps | None = None) -> Allocation | None:
         if not any(self.pool_free[p] >= entry.demand.gpus for p in entry.demand.pools):
             return None
-        return place(entry.demand, self.sim.pools, self.free, self.cfg.placement, caps)
+        return place(entry.demand, self.sim.pools, self.free, self.greedy, caps)
 
     # --- job lifecycle -----------------------------------------------------------------------------
     def _start(self, entry: _Job, alloc: Allocation, now: float) -> None:
