@@ -110,16 +110,16 @@ def build_problem(
         )
         coef += [0.0] * len(whole) + [MU / big.gpus]
         upper[z_col] = float(big.gpus)
-    a = sp.lil_matrix((len(rows), len(upper)))
-    for i, (row, _) in enumerate(rows):
-        for col, value in row.items():
-            a[i, col] = value
+    r_idx = [i for i, (row, _) in enumerate(rows) for _ in row]
+    c_idx = [col for row, _ in rows for col in row]
+    vals = [v for row, _ in rows for v in row.values()]
+    a = sp.csr_matrix((vals, (r_idx, c_idx)), shape=(len(rows), len(upper)))
     return Problem(
         options=options,
         n_ranked=k,
         columns=columns,
         c=np.array(coef, dtype=np.float64),
-        a=a.tocsr(),
+        a=a,
         b=np.array([bound for _, bound in rows], dtype=np.float64),
         upper=upper,
         n_binary=z_col,
