@@ -63,6 +63,8 @@ def demand_for(job: Job, pools: tuple[Pool, ...]) -> Demand | None:
     A job restricted to a partition the cluster does not have may use any node (traces name virtual
     clusters the presets do not model).
     """
+    if job.gpus < 1:
+        return None
     restrict = job.partition if any(p.partition == job.partition for p in pools) else None
     chosen: list[int] = []
     cpg: list[float] = []
@@ -78,7 +80,7 @@ def demand_for(job: Job, pools: tuple[Pool, ...]) -> Demand | None:
             chosen.append(index)
             cpg.append(cpu)
             mpg.append(mem)
-    if not chosen or job.gpus < 1:
+    if not chosen:
         return None
     multi = tuple(job.gpus > pools[p].gpus for p in chosen)
     shape = (tuple(chosen), tuple(cpg), tuple(mpg), multi)

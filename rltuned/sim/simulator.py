@@ -13,7 +13,7 @@ overdue job counts as ending "now" when reservations are computed.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 
 from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
@@ -101,17 +101,65 @@ class Simulator:
 
     def run(self, jobs: Sequence[Job], warmup: int = 0) -> SimResult:
         """Simulate `jobs` from an idle cluster; the first `warmup` jobs load it but are not measured."""
+        return self._new_run(jobs, warmup).execute()
+
+    def episode(self, jobs: Sequence[Job], warmup: int = 0) -> Episode:
+        """The same simulation, but every choice of the next job to start is asked of the caller."""
+        return Episode(self._new_run(jobs, warmup, choosing=True))
+
+    def _new_run(self, jobs: Sequence[Job], warmup: int, choosing: bool = False) -> _Run:
         if not 0 <= warmup <= len(jobs):
             raise ValueError(f"warmup must be in [0, {len(jobs)}], got {warmup}")
-        return _Run(self, jobs, warmup).execute()
+        return _Run(self, jobs, warmup, choosing)
+
+
+class Episode:
+    """A simulation driven decision by decision (for the RL environment and learned policies).
+
+    At each decision the queue holds at least two jobs; `snapshot()` shows the state (pending jobs in
+    base-policy order) and `choose(job_id)` names the job to start next. If it fits, it starts and the
+    next decision follows at the same instant; if not, it becomes the head: it waits with a reservation
+    and the other jobs backfill behind it in base order (or block, without backfilling).
+    """
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+        self._loop = run.loop()
+        self.now: float | None = None
+        self.result: SimResult | None = None
+        self._advance(None)
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    def snapshot(self) -> ClusterSnapshot:
+        if self.now is None:
+            raise RuntimeError("the episode is over")
+        return self._run.snapshot(self.now)
+
+    def choose(self, job_id: int) -> None:
+        if self.done:
+            raise RuntimeError("the episode is over")
+        if job_id not in self._run.queued_ids():
+            raise ValueError(f"job {job_id} is not pending now")
+        self._advance(job_id)
+
+    def _advance(self, job_id: int | None) -> None:
+        try:
+            self.now = self._loop.send(job_id) if job_id is not None else next(self._loop)
+        except StopIteration:
+            self.now = None
+            self.result = self._run.result()
 
 
 class _Run:
     """One simulation: the mutable state lives here, never in the Simulator."""
 
-    def __init__(self, sim: Simulator, jobs: Sequence[Job], warmup: int) -> None:
+    def __init__(self, sim: Simulator, jobs: Sequence[Job], warmup: int, choosing: bool = False) -> None:
         self.sim = sim
         self.warmup = warmup
+        self.choosing = choosing
         self.policy = sim.policy
         self.cfg = sim.config
         nodes = sim.cluster.nodes
@@ -145,6 +193,12 @@ class _Run:
             self.engine.schedule(job.submit, ARRIVAL, entry)
 
     def execute(self) -> SimResult:
+        for _ in self.loop():
+            raise AssertionError("a run without a chooser asked for a decision")
+        return self.result()
+
+    def loop(self) -> Generator[float, int, None]:
+        """The event loop; yields the current time whenever a chooser must pick the next job."""
         engine = self.engine
         while len(engine):
             batch = engine.pop_simultaneous()
@@ -160,8 +214,12 @@ class _Run:
                     arrived.append(entry)
             if not self.queue:
                 continue
-            if freed or not self._backfill_arrivals(arrived, now):
+            if self.choosing:
+                yield from self._choice_pass(now)
+            elif freed or not self._backfill_arrivals(arrived, now):
                 self._schedule(now)
+
+    def result(self) -> SimResult:
         done = sorted(self.done, key=lambda e: e.idx)
         records = [JobRecord(e.job, e.start, e.end, e.alloc) for e in done]
         cut = sum(1 for e in done if e.idx < self.warmup)
@@ -254,6 +312,45 @@ class _Run:
                 self._start(entry, alloc, now)
                 started.add(entry.idx)
                 done += 1
+
+    def queued_ids(self) -> set[int]:
+        return {e.job.id for e in self.queue}
+
+    def _choice_pass(self, now: float) -> Generator[float, int, None]:
+        """Start chosen jobs while they fit; the first that does not becomes the reserved head."""
+        while self.queue:
+            order = self._ordered(now)
+            chosen = order[0]
+            if len(order) > 1:
+                job_id = yield now
+                chosen = next(e for e in order if e.job.id == job_id)
+            alloc = self._place_chosen(chosen, order)
+            if alloc is None:
+                self.reservation = None
+                if self.cfg.backfill:
+                    self.reservation = self._reservation(chosen, now)
+                    self.promised.setdefault(chosen.job.id, self.reservation[0])
+                    started: set[int] = set()
+                    others = [e for e in order if e is not chosen][: self.cfg.backfill_depth]
+                    self._backfill(others, now, started)
+                    if started:
+                        self._drop_started(started)
+                return
+            self._start(chosen, alloc, now)
+            self._drop_started({chosen.idx})
+
+    def _place_chosen(self, chosen: _Job, order: list[_Job]) -> Allocation | None:
+        if self.cfg.placement != "milp" or not any(
+            self.pool_free[p] >= chosen.demand.gpus for p in chosen.demand.pools
+        ):
+            return self._place(chosen)
+        lookahead = [e.demand for e in order if e is not chosen][: self.cfg.milp.k]
+        self.solver_calls += 1
+        try:
+            return milp_place([chosen.demand], lookahead, self.sim.pools, self.free, self.cfg.milp)[0]
+        except SolverError:
+            self.solver_fallbacks += 1
+            return self._place(chosen)
 
     def _backfill_arrivals(self, arrived: list[_Job], now: float) -> bool:
         """Backfill new arrivals against the cached reservation; False when a full pass is needed.

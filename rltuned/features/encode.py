@@ -1,0 +1,66 @@
+"""The RLTune state: the visible queue as fixed-size actor and critic matrices.
+
+Rows follow the base policy's order (`policies.rank`), so row 0 is the job the base policy would start:
+the actor learns to re-rank the queue it would otherwise follow. At most `MAX_JOBS` jobs are visible
+(the paper's MAX_QUEUE_SIZE = 256); the rest keep their base order behind them (`overflow`). Missing rows
+are zero and masked out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from rltuned.domain import ClusterSnapshot
+from rltuned.features.sampler import ACTOR_FEATURES, CRITIC, sample
+from rltuned.features.table import COLUMN, FEATURE_NAMES, build
+from rltuned.policies.base import Policy, rank
+
+MAX_JOBS = 256
+
+_CRITIC_COLUMNS = [COLUMN[name] for name in CRITIC]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Observation:
+    """One decision's state. Arrays are read-only; padding rows are zero, with `mask` False."""
+
+    actor: npt.NDArray[np.float32]
+    """[256, 8]: the sampled features, columns in `sampled` order."""
+    mask: npt.NDArray[np.bool_]
+    """[256]: True for a real job."""
+    critic: npt.NDArray[np.float32]
+    """[256, 5]: submit (age), requested time, GPUs, can_schedule_now, the job's CFF."""
+    job_ids: npt.NDArray[np.int64]
+    """[256]: the job in each row, -1 for padding."""
+    table: npt.NDArray[np.float32]
+    """[256, 17]: every feature, columns in `FEATURE_NAMES` order."""
+    sampled: tuple[str, ...]
+    cff: float
+    """Fragmentation of the whole cluster, which drove the sampler."""
+    overflow: tuple[int, ...]
+    """Ids of the pending jobs beyond the visible 256, in base order."""
+
+
+def encode(snapshot: ClusterSnapshot, policy: Policy) -> Observation:
+    """The state for `snapshot` with rows in `policy`'s order; a pure function of its arguments."""
+    ordered = rank(policy, snapshot)
+    visible = ordered[:MAX_JOBS]
+    features = build(snapshot, visible)
+    n = len(visible)
+    table = np.zeros((MAX_JOBS, len(FEATURE_NAMES)), dtype=np.float32)
+    table[:n] = features.table
+    sampled = sample(features.table, features.ways, features.cff)
+    assert len(sampled) == ACTOR_FEATURES, f"expected {ACTOR_FEATURES} sampled features, got {sampled}"
+    actor = table[:, [COLUMN[name] for name in sampled]]
+    critic = table[:, _CRITIC_COLUMNS]
+    mask = np.zeros(MAX_JOBS, dtype=np.bool_)
+    mask[:n] = True
+    job_ids = np.full(MAX_JOBS, -1, dtype=np.int64)
+    job_ids[:n] = [job.id for job in visible]
+    for array in (actor, mask, critic, job_ids, table):
+        array.flags.writeable = False
+    overflow = tuple(job.id for job in ordered[MAX_JOBS:])
+    return Observation(actor, mask, critic, job_ids, table, sampled, features.cff, overflow)

@@ -1,0 +1,203 @@
+"""The 17 features of the paper's Table 3, each normalized to [0, 1], for a queue of pending jobs.
+
+Columns, in `FEATURE_NAMES` order (scales in `scales.py`; docs/features.md gives the formulas):
+
+- visible job features: `job_id`, `user`, `gpus`, `account` (the virtual cluster), `gpu_type`,
+  `requested_time` (the estimate, never the true runtime), `submit` (the age now - submit), `cpus`, `mem`
+  (inferred from the GPU share of the eligible nodes when not requested, as `pools.demand_for` does);
+  identity features (`job_id`, `user`, `account`, `gpu_type`) are stable hashes, metadata only;
+- cluster features seen by the job: `free_nodes`, `can_schedule_now`, `num_ways_to_schedule`;
+- engineered features: `demand_supply_ratio` (eq. 1), `job_size`, `urgency`, `future_availability`
+  (eq. 2), `cff` (eq. 3).
+
+A job's eligible nodes are the nodes of the pools `pools.demand_for` gives it (GPU model, partition, and
+room for its per-GPU CPUs and memory); a job no pool could ever hold has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from rltuned.domain import ClusterSnapshot, Job
+from rltuned.features.fit import CPU_PER_GPU, MEM_PER_GPU, ClusterArrays, Fit, Shape, cluster_arrays, fit_now
+from rltuned.features.scales import HORIZON_S, MAX_AGE_S, id_unit, log_share, squash, string_unit
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "job_id",
+    "user",
+    "gpus",
+    "account",
+    "gpu_type",
+    "requested_time",
+    "submit",
+    "cpus",
+    "mem",
+    "free_nodes",
+    "can_schedule_now",
+    "num_ways_to_schedule",
+    "demand_supply_ratio",
+    "job_size",
+    "urgency",
+    "future_availability",
+    "cff",
+)
+COLUMN = {name: i for i, name in enumerate(FEATURE_NAMES)}
+IDENTITY: tuple[str, ...] = ("job_id", "user", "account", "gpu_type")
+"""Metadata: kept in the table for tracking, never sampled for the actor (a hash has no order)."""
+
+Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Features:
+    """The table plus what the sampler needs that the normalized table has lost."""
+
+    table: npt.NDArray[np.float32]
+    """[jobs, 17]."""
+    ways: npt.NDArray[np.int64]
+    """[jobs]: nodes each job could use now (`num_ways_to_schedule` before normalization)."""
+    cff: float
+    """Fragmentation of the whole cluster (eq. 3 over every node)."""
+
+
+def feature_table(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> npt.NDArray[np.float32]:
+    """float32 [len(ordered_jobs), 17], every value in [0, 1].
+
+    `ordered_jobs` must be in priority order: `future_availability` charges each job with the GPUs of the
+    jobs ahead of it.
+    """
+    return build(snapshot, ordered_jobs).table
+
+
+def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
+    """The table and the sampler's inputs. Cluster features depend only on a job's shape, so they are
+    computed once per shape and gathered; only future availability depends on the order."""
+    arrays = cluster_arrays(snapshot.cluster)
+    free_gpus = np.array(snapshot.free_gpus, dtype=np.float64)
+    free_cpus = np.array(snapshot.free_cpus, dtype=np.float64)
+    free_mem = np.array(snapshot.free_mem_mb, dtype=np.float64)
+    free = np.maximum(free_gpus, 0.0)
+    cluster_cff = float(_cff(np.ones((1, len(free))), free, arrays.gpus)[0])
+
+    jobs = list(ordered_jobs)
+    shapes, inverse = _shapes(arrays, jobs)
+    fit = fit_now(arrays, shapes, free_gpus, free_cpus, free_mem)
+    elig = fit.eligible.astype(np.float64)  # [S, N]
+    n_elig = elig.sum(axis=1)
+    idle = (free_gpus >= arrays.gpus) & (free_cpus >= arrays.cpus) & (free_mem >= arrays.mem)
+    free_elig = elig @ free
+    total_elig = elig @ arrays.gpus
+
+    per_shape = np.zeros((len(shapes), 4))  # free_nodes, can_schedule_now, num_ways, cff
+    per_shape[:, 0] = _ratio(elig @ idle.astype(np.float64), n_elig)
+    per_shape[:, 1] = fit.can_start
+    per_shape[:, 2] = _ratio(fit.ways.astype(np.float64), n_elig)
+    per_shape[:, 3] = _cff(elig, free, arrays.gpus)
+    table = np.zeros((len(jobs), len(FEATURE_NAMES)), dtype=np.float32)
+    if not jobs:
+        return Features(table, np.zeros(0, np.int64), cluster_cff)
+
+    gpus = np.fromiter((j.gpus for j in jobs), np.float64, len(jobs))
+    estimate = np.fromiter((j.estimate for j in jobs), np.float64, len(jobs))
+    age = np.maximum(snapshot.now - np.fromiter((j.submit for j in jobs), np.float64, len(jobs)), 0.0)
+    cpus, mem = _cpus_mem(jobs, shapes, inverse, fit, n_elig)
+    total = arrays.total_gpus
+
+    col = table.T  # a view: writing a column writes the table
+    col[COLUMN["job_id"]] = id_unit(np.fromiter((j.id for j in jobs), np.int64, len(jobs)))
+    col[COLUMN["user"]] = [string_unit(j.user) for j in jobs]
+    col[COLUMN["gpus"]] = log_share(gpus, total)
+    col[COLUMN["account"]] = [string_unit(j.account) for j in jobs]
+    col[COLUMN["gpu_type"]] = [string_unit(j.gpu_type or "") for j in jobs]
+    col[COLUMN["requested_time"]] = log_share(estimate, HORIZON_S)
+    col[COLUMN["submit"]] = np.minimum(age / MAX_AGE_S, 1.0)
+    col[COLUMN["cpus"]] = log_share(cpus, float(arrays.cpus.sum()))
+    col[COLUMN["mem"]] = log_share(mem, float(arrays.mem.sum()))
+    job_shape = per_shape[inverse]
+    col[COLUMN["free_nodes"]] = job_shape[:, 0]
+    col[COLUMN["can_schedule_now"]] = job_shape[:, 1]
+    col[COLUMN["num_ways_to_schedule"]] = job_shape[:, 2]
+    col[COLUMN["demand_supply_ratio"]] = _demand_supply(gpus, free_elig[inverse])
+    col[COLUMN["job_size"]] = log_share(gpus * estimate, total * HORIZON_S)
+    col[COLUMN["urgency"]] = log_share(age, MAX_AGE_S)
+    col[COLUMN["future_availability"]] = _future_availability(
+        shapes, inverse, gpus, free_elig[inverse], total_elig[inverse]
+    )
+    col[COLUMN["cff"]] = job_shape[:, 3]
+    return Features(table, fit.ways[inverse], cluster_cff)
+
+
+def _shapes(arrays: ClusterArrays, jobs: Sequence[Job]) -> tuple[list[Shape], npt.NDArray[np.intp]]:
+    """The distinct shapes among `jobs`, and each job's index into them."""
+    local: dict[int, int] = {}
+    shapes: list[Shape] = []
+    inverse = np.empty(len(jobs), dtype=np.intp)
+    for i, job in enumerate(jobs):
+        shape = arrays.shape(job)
+        at = local.get(id(shape))
+        if at is None:
+            at = local[id(shape)] = len(shapes)
+            shapes.append(shape)
+        inverse[i] = at
+    return shapes, inverse
+
+
+def _ratio(num: Floats, den: Floats) -> Floats:
+    out: Floats = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+    return out
+
+
+def _cff(elig: Floats, free: Floats, node_gpus: Floats) -> Floats:
+    """Eq. 3 over each row's nodes: 1 - sum(f * f / G) / sum(f), 0 when nothing is free.
+
+    The paper normalizes sum(f^2) / sum(f) by a node size; we divide each node's f^2 by its own size G, so
+    whole idle nodes read as unfragmented on clusters mixing 2- and 8-GPU nodes. On nodes of one size this
+    is exactly 1 - (sum(f^2) / sum(f)) / G. It equals the mean, over free GPUs, of the busy fraction of the
+    node each free GPU sits on.
+    """
+    whole = np.divide(free * free, node_gpus, out=np.zeros_like(free), where=node_gpus > 0)
+    free_sum = elig @ free
+    out: Floats = np.where(free_sum > 0, 1.0 - _ratio(elig @ whole, free_sum), 0.0)
+    return out
+
+
+def _cpus_mem(
+    jobs: Sequence[Job], shapes: Sequence[Shape], inverse: npt.NDArray[np.intp], fit: Fit, n_elig: Floats
+) -> tuple[Floats, Floats]:
+    """Requested CPUs and memory; where not requested, the job's GPU share of its eligible nodes (averaged
+    over them, as nodes of different pools give different shares)."""
+    gpus = np.array([float(s.gpus) for s in shapes])
+    share_cpus = _ratio(fit.rows[:, CPU_PER_GPU].sum(axis=1), n_elig) * gpus
+    share_mem = _ratio(fit.rows[:, MEM_PER_GPU].sum(axis=1), n_elig) * gpus
+    asked_cpus = np.fromiter((j.cpus for j in jobs), np.float64, len(jobs))
+    asked_mem = np.fromiter((j.mem_mb for j in jobs), np.float64, len(jobs))
+    cpus = np.where(asked_cpus > 0, asked_cpus, share_cpus[inverse])
+    mem = np.where(asked_mem > 0, asked_mem, share_mem[inverse])
+    return cpus, mem
+
+
+def _demand_supply(gpus: Floats, free_elig: Floats) -> Floats:
+    """Eq. 1: requested GPUs over the free GPUs of the eligible nodes, squashed; 1 when none is free."""
+    ratio = np.divide(gpus, free_elig, out=np.zeros_like(gpus), where=free_elig > 0)
+    return np.where(free_elig > 0, squash(ratio), 1.0)
+
+
+def _future_availability(
+    shapes: Sequence[Shape],
+    inverse: npt.NDArray[np.intp],
+    gpus: Floats,
+    free_elig: Floats,
+    total_elig: Floats,
+) -> Floats:
+    """Eq. 2: free eligible GPUs left after this job and every higher-ranked job that competes for one of
+    its pools, over its eligible GPUs, mapped from [-1, 1] to [0, 1] (0 for a job with no eligible node)."""
+    pools = np.stack([s.pool_eligible for s in shapes]).astype(np.float64)[inverse]  # [J, P]
+    competes = np.tril(pools @ pools.T > 0, k=-1)  # [j, i]: i is ahead of j and shares a pool
+    ahead = competes.astype(np.float64) @ gpus
+    left = _ratio(free_elig - gpus - ahead, total_elig)
+    left = np.where(total_elig > 0, np.clip(left, -1.0, 1.0), -1.0)
+    return (left + 1.0) / 2.0
