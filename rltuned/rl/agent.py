@@ -1,0 +1,69 @@
+"""Actor-critic networks, as in RLTune's Fig. 9 (and RLScheduler's kernel actor).
+
+The actor applies one small MLP to every slot's 8 features (shared weights), so a job's score depends on
+its own features and the ranking is permutation-equivariant; a masked softmax over the 256 slots gives
+the policy. The critic reads the whole 256 x 5 critic matrix, flattened, and returns one value.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.distributions import Categorical
+
+from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.Tanh())
+    return nn.Sequential(*layers)
+
+
+class Actor(nn.Module):
+    """Scores every slot with the same MLP; padding slots score -1e9 so they are never chosen."""
+
+    def __init__(self, hidden: tuple[int, int] = (32, 16)) -> None:
+        super().__init__()
+        self.net = _mlp([ACTOR_FEATURES, hidden[0], hidden[1], 1])
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """obs [..., 256, 8] float, mask [..., 256] bool -> scores [..., 256]."""
+        scores = self.net(obs).squeeze(-1)
+        return scores.masked_fill(~mask, -1e9)  # literal: TorchScript cannot close over module globals
+
+
+class Critic(nn.Module):
+    def __init__(self, hidden: tuple[int, int] = (64, 32)) -> None:
+        super().__init__()
+        self.net = _mlp([MAX_JOBS * CRITIC_FEATURES, hidden[0], hidden[1], 1])
+
+    def forward(self, critic_obs: torch.Tensor) -> torch.Tensor:
+        """critic_obs [..., 256, 5] -> value [...]."""
+        return self.net(critic_obs.flatten(-2)).squeeze(-1)
+
+
+class ActorCritic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.actor = Actor()
+        self.critic = Critic()
+
+    def get_value(self, critic_obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(critic_obs)
+
+    def get_action_and_value(
+        self,
+        obs: torch.Tensor,
+        mask: torch.Tensor,
+        critic_obs: torch.Tensor,
+        action: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(action, log-prob, entropy, value); samples an action unless one is given."""
+        dist = Categorical(logits=self.actor(obs, mask))
+        if action is None:
+            action = dist.sample()
+        return action, dist.log_prob(action), dist.entropy(), self.critic(critic_obs)

@@ -1,0 +1,150 @@
+"""Frozen TorchScript export of the actor, with a JSON manifest beside it, and verified loading.
+
+A model is a directory: `actor.pt` (TorchScript, `forward(obs [256, 8] float32, mask [256] bool) ->
+scores [256]`) and `manifest.json` (schema version, features and sampler version, what it was trained on,
+the training commit and seed, and the sha256 of `actor.pt`). Loading checks the manifest first, then the
+hash, and only then lets TorchScript read the file; TorchScript archives hold code and tensors, not
+pickled Python objects, so nothing arbitrary is unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from rltuned.errors import ModelLoadError
+from rltuned.features import ACTOR_FEATURES, FEATURE_NAMES, MAX_JOBS, SAMPLER_VERSION
+
+SCHEMA_VERSION = 1
+ACTOR_FILE = "actor.pt"
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    module: torch.jit.ScriptModule
+    manifest: dict[str, Any]
+    path: Path
+
+    def scores(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            out: torch.Tensor = self.module(obs, mask)
+        return out
+
+
+def export_actor(actor: nn.Module, out_dir: Path, info: dict[str, Any]) -> Path:
+    """Script, freeze and save the actor; write the manifest with its hash. Returns the model directory."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    actor = actor.eval()
+    path = out_dir / ACTOR_FILE
+    tmp = path.with_suffix(".tmp")
+    with _torchscript():
+        torch.jit.save(torch.jit.freeze(torch.jit.script(actor)), str(tmp))
+    tmp.replace(path)
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "rltuned-actor",
+        "features": list(FEATURE_NAMES),
+        "actor_features": ACTOR_FEATURES,
+        "max_jobs": MAX_JOBS,
+        "sampler_version": SAMPLER_VERSION,
+        "training_commit": info.pop("training_commit", None) or git_commit(),
+        **info,
+        "sha256": sha256(path),
+    }
+    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return out_dir
+
+
+def load_model(model_dir: str | Path) -> LoadedModel:
+    """Load and verify a model directory; every failure is a ModelLoadError that says what is wrong."""
+    root = Path(model_dir)
+    manifest_path, actor_path = root / MANIFEST_FILE, root / ACTOR_FILE
+    if not manifest_path.is_file() or not actor_path.is_file():
+        raise ModelLoadError(f"{root}: expected {MANIFEST_FILE} and {ACTOR_FILE} in the model directory")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(f"{manifest_path}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise ModelLoadError(f"{manifest_path}: expected a JSON object")
+    _check_manifest(manifest, manifest_path)
+    digest = sha256(actor_path)
+    if digest != manifest.get("sha256"):
+        raise ModelLoadError(f"{actor_path}: sha256 {digest[:12]}... does not match the manifest's")
+    try:
+        with _torchscript():
+            module = torch.jit.load(str(actor_path), map_location="cpu")
+    except (RuntimeError, ValueError) as exc:
+        raise ModelLoadError(
+            f"{actor_path}: not a loadable TorchScript file ({str(exc).splitlines()[0]})"
+        ) from None
+    loaded = LoadedModel(module, manifest, root)
+    _check_forward(loaded)
+    return loaded
+
+
+def _check_manifest(manifest: dict[str, Any], where: Path) -> None:
+    expected = {
+        "schema_version": SCHEMA_VERSION,
+        "features": list(FEATURE_NAMES),
+        "sampler_version": SAMPLER_VERSION,
+        "actor_features": ACTOR_FEATURES,
+        "max_jobs": MAX_JOBS,
+    }
+    for key, value in expected.items():
+        if manifest.get(key) != value:
+            raise ModelLoadError(f"{where}: {key} is {manifest.get(key)!r}, this rltuned expects {value!r}")
+
+
+def _check_forward(model: LoadedModel) -> None:
+    obs = torch.zeros(MAX_JOBS, ACTOR_FEATURES)
+    mask = torch.zeros(MAX_JOBS, dtype=torch.bool)
+    mask[0] = True
+    try:
+        out = model.scores(obs, mask)
+    except RuntimeError as exc:
+        raise ModelLoadError(f"{model.path}: forward pass failed ({str(exc).splitlines()[0]})") from None
+    if tuple(out.shape) != (MAX_JOBS,) or not torch.isfinite(out[0]):
+        raise ModelLoadError(f"{model.path}: forward pass returned shape {tuple(out.shape)}, expected (256,)")
+
+
+@contextmanager
+def _torchscript() -> Iterator[None]:
+    """torch 2.13 marks torch.jit deprecated in favour of torch.export; TorchScript is still the format the
+    daemon loads (a self-contained, Python-free archive), so the warnings are silenced here only."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def git_commit() -> str:
+    """The commit the code was trained from, marked dirty if the tree had changes."""
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], capture_output=True, text=True, timeout=5, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")

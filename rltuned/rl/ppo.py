@@ -1,0 +1,266 @@
+"""PPO training against the simulator, in CleanRL's shape: one `Args`, one readable loop in paper order.
+
+rollout (whole episodes) -> GAE -> flattened `b_*` batch -> policy epochs with clipping and KL early
+stop -> value epochs -> log a row of the training curve -> checkpoint. Full-batch updates, as in
+SpinningUp's PPO, which RLTune's code used.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rltuned.clusters import load_cluster
+from rltuned.estimates import apply_estimates
+from rltuned.rl.agent import ActorCritic
+from rltuned.rl.env import SchedulingEnv, split
+from rltuned.rl.export import export_actor
+from rltuned.rl.gae import compute_gae
+from rltuned.sim.simulator import SimConfig
+from rltuned.traces import load_trace
+from rltuned.traces.bundled import resolve_trace
+
+
+@dataclass
+class Args:
+    # Experiment
+    trace: str = "philly"
+    """trace file or bundled name; its first 90% by submit time trains"""
+    cluster: str = "philly-slice"
+    """cluster preset or TOML spec"""
+    base: str = "fcfs"
+    """base policy the agent re-ranks and is rewarded against"""
+    metric: str = "bsld"
+    """bsld | wait | jct | util"""
+    estimates: str = "qssf-noise"
+    """runtime-estimate model the scheduler sees"""
+    estimates_seed: int = 0
+    """seed of the estimate model"""
+    backfill: bool = True
+    """EASY backfilling behind the chosen head"""
+    placement: str = "pack"
+    """pack | spread | milp"""
+    window: int = 256
+    """jobs per episode (the paper's batch)"""
+    warmup: int = 512
+    """preceding jobs scheduled first (unscored) so each window meets a busy cluster"""
+    seed: int = 0
+    """seeds torch, numpy, random and the window sampler"""
+    out: str = "models/philly-fcfs-bsld"
+    """model directory: actor.pt, manifest.json, curve.csv, curve.json, checkpoint.pt"""
+    # Algorithm
+    epochs: int = 40
+    """training epochs"""
+    episodes_per_epoch: int = 24
+    """episodes (windows) collected per update"""
+    minutes: float | None = None
+    """stop after this much wall time, at the end of an epoch"""
+    pi_lr: float = 3e-4
+    """actor learning rate"""
+    vf_lr: float = 1e-3
+    """critic learning rate"""
+    train_pi_iters: int = 40
+    """policy gradient steps per epoch (early-stopped by target_kl)"""
+    train_v_iters: int = 40
+    """value regression steps per epoch"""
+    clip_ratio: float = 0.2
+    """PPO clipping of the probability ratio"""
+    target_kl: float = 0.02
+    """stop the policy steps once the approximate KL exceeds 1.5x this"""
+    gamma: float = 1.0
+    """discount (episodes are short and the reward terminal)"""
+    gae_lambda: float = 0.97
+    """GAE lambda"""
+    ent_coef: float = 0.0
+    """entropy bonus"""
+    checkpoint_every: int = 5
+    """epochs between checkpoints"""
+    resume: bool = False
+    """continue from out/checkpoint.pt"""
+    # Filled at runtime
+    extra: dict[str, Any] = field(default_factory=dict)
+    """what the manifest records besides the fields above"""
+
+
+@dataclass
+class Rollout:
+    actor: list[np.ndarray] = field(default_factory=list)
+    mask: list[np.ndarray] = field(default_factory=list)
+    critic: list[np.ndarray] = field(default_factory=list)
+    actions: list[int] = field(default_factory=list)
+    logps: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    dones: list[bool] = field(default_factory=list)
+    episode_rewards: list[float] = field(default_factory=list)
+    base_scores: list[float] = field(default_factory=list)
+    agent_scores: list[float] = field(default_factory=list)
+
+
+def make_env(args: Args) -> SchedulingEnv:
+    trace = load_trace(resolve_trace(args.trace))
+    jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
+    args.extra["estimates_resolved"] = model
+    train, held_out = split(jobs)
+    args.extra["train_jobs"] = len(train)
+    args.extra["held_out_jobs"] = len(held_out)
+    config = SimConfig(placement=args.placement, backfill=args.backfill)
+    return SchedulingEnv(
+        train, load_cluster(args.cluster), args.base, args.metric, args.window, config, args.warmup
+    )
+
+
+def collect(env: SchedulingEnv, agent: ActorCritic, episodes: int, seed: int) -> Rollout:
+    """Run whole episodes with the current stochastic policy."""
+    ro = Rollout()
+    for e in range(episodes):
+        obs, _ = env.reset(seed=seed + e)
+        done = False
+        while not done:
+            actor, mask, critic = (torch.from_numpy(np.array(obs[k])) for k in ("actor", "mask", "critic"))
+            with torch.no_grad():
+                action, logp, _, value = agent.get_action_and_value(actor, mask, critic)
+            ro.actor.append(np.array(obs["actor"]))
+            ro.mask.append(np.array(obs["mask"]))
+            ro.critic.append(np.array(obs["critic"]))
+            ro.actions.append(int(action))
+            ro.logps.append(float(logp))
+            ro.values.append(float(value))
+            obs, reward, done, _, info = env.step(int(action))
+            ro.rewards.append(reward)
+            ro.dones.append(done)
+        ro.episode_rewards.append(ro.rewards[-1])
+        ro.base_scores.append(info["base_score"])
+        ro.agent_scores.append(info["agent_score"])
+    return ro
+
+
+def update(agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.optim.Optimizer,
+           ro: Rollout, args: Args) -> dict[str, float]:  # fmt: skip
+    values = np.array(ro.values, dtype=np.float32)
+    adv, ret = compute_gae(np.array(ro.rewards, dtype=np.float32), values, np.array(ro.dones), 0.0,
+                           args.gamma, args.gae_lambda)  # fmt: skip
+    b_actor = torch.from_numpy(np.stack(ro.actor))
+    b_mask = torch.from_numpy(np.stack(ro.mask))
+    b_critic = torch.from_numpy(np.stack(ro.critic))
+    b_actions = torch.tensor(ro.actions)
+    b_logp = torch.tensor(ro.logps)
+    b_adv = torch.from_numpy(adv)
+    b_adv = (b_adv - b_adv.mean()) / (b_adv.std() + 1e-8)
+    b_ret = torch.from_numpy(ret)
+    stats = {"losses/approx_kl": 0.0, "losses/clipfrac": 0.0, "losses/policy_loss": 0.0, "pi_iters": 0.0}
+    for i in range(args.train_pi_iters):
+        _, logp, entropy, _ = agent.get_action_and_value(b_actor, b_mask, b_critic, b_actions)
+        ratio = torch.exp(logp - b_logp)
+        clipped = torch.clamp(ratio, 1 - args.clip_ratio, 1 + args.clip_ratio)
+        loss = -(torch.min(ratio * b_adv, clipped * b_adv)).mean() - args.ent_coef * entropy.mean()
+        with torch.no_grad():
+            approx_kl = float((b_logp - logp).mean())
+            clipfrac = float(((ratio - 1).abs() > args.clip_ratio).float().mean())
+        stats.update(
+            {
+                "losses/approx_kl": approx_kl,
+                "losses/clipfrac": clipfrac,
+                "losses/policy_loss": loss.detach().item(),
+            }
+        )
+        if approx_kl > 1.5 * args.target_kl:
+            break
+        pi_opt.zero_grad()
+        loss.backward()
+        pi_opt.step()
+        stats["pi_iters"] = float(i + 1)
+    for _ in range(args.train_v_iters):
+        v_loss = ((agent.get_value(b_critic) - b_ret) ** 2).mean()
+        vf_opt.zero_grad()
+        v_loss.backward()
+        vf_opt.step()
+    with torch.no_grad():
+        pred = agent.get_value(b_critic)
+    var = float(b_ret.var())
+    stats["losses/value_loss"] = v_loss.detach().item()
+    stats["losses/explained_variance"] = float("nan") if var == 0 else 1 - float((b_ret - pred).var()) / var
+    return stats
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None = None) -> Path:
+    """Train, write the curve and checkpoints as it goes, and export the actor. Returns the model dir."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seed_everything(args.seed)
+    torch.set_num_threads(1)
+    env = make_env(args)
+    agent = ActorCritic()
+    pi_opt = torch.optim.Adam(agent.actor.parameters(), lr=args.pi_lr)
+    vf_opt = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_lr)
+    curve: list[dict[str, float]] = []
+    first_epoch, wall_before = 0, 0.0
+    checkpoint = out / "checkpoint.pt"
+    if args.resume and checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=True)
+        agent.load_state_dict(state["agent"])
+        pi_opt.load_state_dict(state["pi_opt"])
+        vf_opt.load_state_dict(state["vf_opt"])
+        first_epoch, wall_before = int(state["epoch"]), float(state["wall_s"])
+        curve = json.loads((out / "curve.json").read_text())
+    t0 = time.perf_counter()
+    epoch = first_epoch
+    for epoch in range(first_epoch, args.epochs):
+        ro = collect(env, agent, args.episodes_per_epoch, seed=args.seed * 1_000_003 + epoch * 1000)
+        stats = update(agent, pi_opt, vf_opt, ro, args)
+        wall = wall_before + time.perf_counter() - t0
+        row = {
+            "epoch": float(epoch + 1),
+            "charts/episode_reward": float(np.mean(ro.episode_rewards)),
+            "charts/base_score": float(np.mean(ro.base_scores)),
+            "charts/agent_score": float(np.mean(ro.agent_scores)),
+            "charts/decisions": float(len(ro.actions)),
+            **stats,
+            "time/wall_s": wall,
+        }
+        curve.append(row)
+        _write_curve(out, curve)
+        if progress is not None:
+            progress(epoch + 1, row)
+        if (epoch + 1) % args.checkpoint_every == 0 or epoch + 1 == args.epochs:
+            _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall)
+        if args.minutes is not None and wall >= args.minutes * 60:
+            _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall)
+            break
+    info = {k: v for k, v in asdict(args).items() if k not in ("extra", "resume", "out")}
+    info.update(args.extra)
+    info["epochs_done"] = len(curve)
+    info["training_wall_s"] = curve[-1]["time/wall_s"] if curve else 0.0
+    return export_actor(agent.actor, out, info)
+
+
+def _write_curve(out: Path, curve: list[dict[str, float]]) -> None:
+    (out / "curve.json").write_text(json.dumps(curve, indent=1) + "\n")
+    with (out / "curve.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(curve[0]))
+        writer.writeheader()
+        writer.writerows(curve)
+
+
+def _checkpoint(path: Path, agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.optim.Optimizer,
+                epoch: int, wall: float) -> None:  # fmt: skip
+    tmp = path.with_suffix(".tmp")
+    state = {"agent": agent.state_dict(), "pi_opt": pi_opt.state_dict(), "vf_opt": vf_opt.state_dict(),
+             "epoch": epoch, "wall_s": wall}  # fmt: skip
+    torch.save(state, tmp)
+    tmp.replace(path)

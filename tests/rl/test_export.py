@@ -1,0 +1,70 @@
+"""TorchScript export: parity with the eager actor, and rejection of corrupt or mismatched files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rltuned.errors import ModelLoadError
+from rltuned.features import ACTOR_FEATURES, MAX_JOBS
+from rltuned.rl.agent import Actor
+from rltuned.rl.export import export_actor, load_model
+
+
+@pytest.fixture
+def exported(tmp_path: Path) -> tuple[Actor, Path]:
+    torch.manual_seed(0)
+    actor = Actor()
+    return actor, export_actor(actor, tmp_path / "m", {"trace": "t", "seed": 0, "training_commit": "abc"})
+
+
+def test_reloaded_scores_equal_the_eager_models(exported: tuple[Actor, Path]) -> None:
+    actor, path = exported
+    obs = torch.rand(MAX_JOBS, ACTOR_FEATURES)
+    mask = torch.zeros(MAX_JOBS, dtype=torch.bool)
+    mask[:37] = True
+    with torch.no_grad():
+        eager = actor(obs, mask)
+    assert torch.equal(load_model(path).scores(obs, mask), eager)
+
+
+def test_a_flipped_byte_is_rejected_by_its_hash(exported: tuple[Actor, Path]) -> None:
+    _, path = exported
+    data = bytearray((path / "actor.pt").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (path / "actor.pt").write_bytes(bytes(data))
+    with pytest.raises(ModelLoadError, match="sha256"):
+        load_model(path)
+
+
+def test_a_feature_list_from_another_version_is_rejected(exported: tuple[Actor, Path]) -> None:
+    _, path = exported
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["sampler_version"] = "v0"
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelLoadError, match="sampler_version"):
+        load_model(path)
+
+
+def test_garbage_with_a_matching_hash_is_still_rejected(exported: tuple[Actor, Path]) -> None:
+    _, path = exported
+    (path / "actor.pt").write_bytes(b"not a torchscript archive")
+    manifest = json.loads((path / "manifest.json").read_text())
+    import hashlib
+
+    manifest["sha256"] = hashlib.sha256(b"not a torchscript archive").hexdigest()
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelLoadError, match="TorchScript"):
+        load_model(path)
+
+
+def test_missing_files_and_bad_json_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match=r"expected manifest\.json"):
+        load_model(tmp_path)
+    (tmp_path / "manifest.json").write_text("{")
+    (tmp_path / "actor.pt").write_bytes(b"")
+    with pytest.raises(ModelLoadError, match="not valid JSON"):
+        load_model(tmp_path)
