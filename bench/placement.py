@@ -78,13 +78,19 @@ def main() -> None:
             cvx_ms.append((time.perf_counter() - t0) * 1000)
     report = {
         "instances": args.instances,
-        "milp_swiglpk_ms": {"p50": statistics.median(milp_ms), "p95": percentile(milp_ms, 95), "max": max(milp_ms)},
+        "milp_swiglpk_ms": {
+            "p50": statistics.median(milp_ms),
+            "p95": percentile(milp_ms, 95),
+            "max": max(milp_ms),
+        },
         "build_problem_ms": {"p50": statistics.median(build_ms), "p95": percentile(build_ms, 95)},
         "solve_swiglpk_ms": {"p50": statistics.median(solve_ms), "p95": percentile(solve_ms, 95)},
         "solve_cvxpy_ms": {"p50": statistics.median(cvx_ms), "p95": percentile(cvx_ms, 95), "n": len(cvx_ms)},
         "greedy_pack_ms": {"p50": statistics.median(greedy_ms), "p95": percentile(greedy_ms, 95)},
     }
-    report["cvxpy_over_swiglpk_solve_p50"] = report["solve_cvxpy_ms"]["p50"] / report["solve_swiglpk_ms"]["p50"]
+    report["cvxpy_over_swiglpk_solve_p50"] = (
+        report["solve_cvxpy_ms"]["p50"] / report["solve_swiglpk_ms"]["p50"]
+    )
     print(json.dumps(report, indent=2))
 
 

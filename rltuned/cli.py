@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from rltuned import __version__
 from rltuned.clusters import load_cluster
@@ -63,7 +64,47 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--backfill-depth", type=int, default=500, help="jobs examined per backfill pass")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_train(sub)
+    _add_evaluate(sub)
     return parser
+
+
+def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
+    tr = sub.add_parser("train", help="train a PPO policy against the simulator and export it")
+    tr.add_argument("--trace", required=True, help="trace file or bundled name (first 90%% by submit trains)")
+    tr.add_argument("--cluster", required=True, help="cluster preset or TOML spec")
+    tr.add_argument("--base", default="fcfs", help="base policy: fcfs|sjf|wfp3|f1|unicep|multifactor|qssf")
+    tr.add_argument("--metric", default="bsld", choices=("bsld", "wait", "jct", "util"))
+    tr.add_argument("--epochs", type=int, default=40)
+    tr.add_argument("--episodes-per-epoch", type=int, default=24)
+    tr.add_argument("--minutes", type=float, help="stop after this much training wall time")
+    tr.add_argument("--estimates", choices=MODELS, default="qssf-noise")
+    tr.add_argument("--placement", choices=PLACEMENTS, default="pack")
+    tr.add_argument("--backfill", action=argparse.BooleanOptionalAction, default=True)
+    tr.add_argument("--window", type=int, default=256, help="jobs per episode")
+    tr.add_argument("--warmup", type=int, default=512, help="preceding jobs that load the cluster first")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--out", required=True, help="model directory, e.g. models/philly-fcfs-bsld")
+    tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+
+
+def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
+    ev = sub.add_parser("evaluate", help="compare base policies with their RL-enabled counterparts")
+    ev.add_argument("--model", required=True, help="model directory (actor.pt + manifest.json)")
+    ev.add_argument("--trace", required=True)
+    ev.add_argument("--cluster", required=True)
+    ev.add_argument("--base", default="fcfs", help="comma-separated base policies")
+    ev.add_argument("--placement", choices=PLACEMENTS, help="default: the model's training placement")
+    ev.add_argument("--estimates", choices=MODELS, default="qssf-noise")
+    ev.add_argument("--estimates-seed", type=int, default=0)
+    ev.add_argument("--backfill", action=argparse.BooleanOptionalAction, help="default: as trained")
+    ev.add_argument("--sequences", type=int, default=10)
+    ev.add_argument("--jobs", type=int, default=1024)
+    ev.add_argument("--warmup", type=int, help="default: the model's training warm-up")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--split", choices=("held-out", "all"), default="held-out")
+    ev.add_argument("--json", action="store_true")
+    ev.add_argument("--plot", help="write box plots and a wait CDF to this PNG")
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -162,10 +203,107 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from rltuned.rl.ppo import Args, train
+
+    if args.base not in POLICIES:
+        raise UsageError(f"unknown base policy {args.base!r}; choose from {', '.join(POLICIES)}")
+    load_cluster(args.cluster)
+    if not resolve_trace(args.trace).is_file():
+        raise UsageError(f"trace {args.trace!r} not found")
+    train_args = Args(
+        trace=args.trace, cluster=args.cluster, base=args.base, metric=args.metric,
+        estimates=args.estimates, backfill=args.backfill, placement=args.placement, window=args.window,
+        warmup=args.warmup, seed=args.seed, out=args.out, epochs=args.epochs,
+        episodes_per_epoch=args.episodes_per_epoch, minutes=args.minutes, resume=args.resume,
+    )  # fmt: skip
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=args.epochs, desc="training", unit="epoch", file=sys.stderr)
+
+    def progress(epoch: int, row: dict[str, float]) -> None:
+        line = (f"epoch {epoch}: reward {row['charts/episode_reward']:+.4f} "
+                f"base {row['charts/base_score']:.2f} agent {row['charts/agent_score']:.2f} "
+                f"kl {row['losses/approx_kl']:.4f} wall {row['time/wall_s']:.0f}s")  # fmt: skip
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(line)
+        else:
+            print(line, flush=True)
+
+    out = train(train_args, progress)
+    if bar is not None:
+        bar.close()
+    print(f"model written to {out}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from rltuned.rl.evaluate import compare, evaluation_jobs, plot
+    from rltuned.rl.export import load_model
+
+    model = load_model(args.model)
+    manifest = model.manifest
+    bases = [b.strip().lower() for b in args.base.split(",") if b.strip()]
+    unknown = [b for b in bases if b not in POLICIES]
+    if unknown or not bases:
+        raise UsageError(f"unknown base policy {unknown or args.base!r}; choose from {', '.join(POLICIES)}")
+    cluster = load_cluster(args.cluster)
+    path = resolve_trace(args.trace)
+    if not path.is_file():
+        raise UsageError(f"trace {args.trace!r} not found")
+    jobs, model_name = apply_estimates(load_trace(path).jobs, args.estimates, args.estimates_seed)
+    jobs = evaluation_jobs(jobs, args.split)
+    warmup = args.warmup if args.warmup is not None else int(manifest.get("warmup", 0))
+    windows = choose_windows(len(jobs), args.jobs, None, args.sequences, args.seed)
+    config = SimConfig(
+        placement=args.placement or str(manifest.get("placement", "pack")),
+        backfill=args.backfill if args.backfill is not None else bool(manifest.get("backfill", True)),
+    )
+    results = [compare(model, jobs, cluster, b, config, windows, warmup) for b in bases]
+    header = {
+        "model": str(args.model), "trace": args.trace, "split": args.split, "cluster": cluster.name,
+        "estimates": model_name, "estimates_seed": args.estimates_seed, "placement": config.placement,
+        "backfill": config.backfill, "warmup_jobs": warmup, "jobs_per_window": args.jobs,
+        "sequences": args.sequences, "window_seed": args.seed,
+    }  # fmt: skip
+    body = {**header, "results": [r.as_dict() for r in results]}
+    if args.plot:
+        plot(results, args.plot)
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        print(render_evaluation(body))
+    return 0
+
+
+def render_evaluation(body: dict[str, Any]) -> str:
+    lines = [
+        f"model {body['model']} on {body['trace']} ({body['split']}), cluster {body['cluster']}, estimates "
+        f"{body['estimates']}, placement {body['placement']}, backfill {body['backfill']}, "
+        f"{body['sequences']} x {body['jobs_per_window']} jobs (warm-up {body['warmup_jobs']})",
+        "",
+        f"{'base':>12} {'metric':>11} {'base':>12} {'RL':>12} {'improvement':>12}",
+    ]
+    for r in body["results"]:
+        for key in ("avg_bsld", "avg_wait_s", "avg_jct_s", "gpu_util"):
+            m = r[key]
+            lines.append(
+                f"{r['base']:>12} {key:>11} {m['base_mean']:>12.2f} {m['rl_mean']:>12.2f} "
+                f"{m['improvement_pct']:>+11.1f}%"
+            )
+    return "\n".join(lines)
+
+
+COMMANDS = {"simulate": cmd_simulate, "train": cmd_train, "evaluate": cmd_evaluate}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     try:
         args = build_parser().parse_args(argv)
-        code = cmd_simulate(args) if args.command == "simulate" else 2
+        code = COMMANDS[args.command](args)
     except RltunedError as exc:
         print(f"rltunectl: error: {exc}", file=sys.stderr)
         code = exc.exit_code

@@ -38,7 +38,9 @@ def main() -> None:
                 print(_row(trace, preset, warmup, policy, placement, run, best_wait))
 
 
-def _row(trace: str, preset: str, warmup: int, policy: str, placement: str, run: PolicyRun, best: float) -> str:
+def _row(
+    trace: str, preset: str, warmup: int, policy: str, placement: str, run: PolicyRun, best: float
+) -> str:
     wait = run.mean("avg_wait_s")
     mark = "**" if wait <= best + 1e-9 else ""
     solves = ""

@@ -7,4 +7,6 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
+# torch first and pinned: 2.13.0 is the CPU build these machines carry; an unpinned torch pulls CUDA.
+.venv/bin/python -m pip install --quiet torch==2.13.0
 .venv/bin/python -m pip install --quiet -e '.[dev]'

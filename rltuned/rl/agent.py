@@ -32,8 +32,10 @@ class Actor(nn.Module):
 
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """obs [..., 256, 8] float, mask [..., 256] bool -> scores [..., 256]."""
-        scores = self.net(obs).squeeze(-1)
-        return scores.masked_fill(~mask, -1e9)  # literal: TorchScript cannot close over module globals
+        # Only real slots go through the MLP: queues are usually far shorter than 256.
+        # (-1e9 is a literal: TorchScript cannot close over module globals.)
+        scores = torch.full(mask.shape, -1e9, dtype=obs.dtype)
+        return scores.masked_scatter(mask, self.net(obs[mask]).squeeze(-1))
 
 
 class Critic(nn.Module):

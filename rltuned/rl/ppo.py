@@ -1,8 +1,7 @@
 """PPO training against the simulator, in CleanRL's shape: one `Args`, one readable loop in paper order.
 
-rollout (whole episodes) -> GAE -> flattened `b_*` batch -> policy epochs with clipping and KL early
-stop -> value epochs -> log a row of the training curve -> checkpoint. Full-batch updates, as in
-SpinningUp's PPO, which RLTune's code used.
+rollout (whole episodes) -> GAE -> flattened `b_*` batch -> `mb_*` minibatch epochs (clipped policy loss,
+value regression, KL early stop) -> log a row of the training curve -> checkpoint.
 """
 
 from __future__ import annotations
@@ -68,10 +67,10 @@ class Args:
     """actor learning rate"""
     vf_lr: float = 1e-3
     """critic learning rate"""
-    train_pi_iters: int = 40
-    """policy gradient steps per epoch (early-stopped by target_kl)"""
-    train_v_iters: int = 40
-    """value regression steps per epoch"""
+    update_epochs: int = 6
+    """passes over the batch per update (early-stopped by target_kl)"""
+    num_minibatches: int = 4
+    """minibatches per pass"""
     clip_ratio: float = 0.2
     """PPO clipping of the probability ratio"""
     target_kl: float = 0.02
@@ -155,39 +154,44 @@ def update(agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.opti
     b_actions = torch.tensor(ro.actions)
     b_logp = torch.tensor(ro.logps)
     b_adv = torch.from_numpy(adv)
-    b_adv = (b_adv - b_adv.mean()) / (b_adv.std() + 1e-8)
+    # Normalized over the whole batch: a minibatch can be a single step, whose std is undefined.
+    b_adv = (b_adv - b_adv.mean()) / (b_adv.std(unbiased=False) + 1e-8)
     b_ret = torch.from_numpy(ret)
-    stats = {"losses/approx_kl": 0.0, "losses/clipfrac": 0.0, "losses/policy_loss": 0.0, "pi_iters": 0.0}
-    for i in range(args.train_pi_iters):
-        _, logp, entropy, _ = agent.get_action_and_value(b_actor, b_mask, b_critic, b_actions)
-        ratio = torch.exp(logp - b_logp)
-        clipped = torch.clamp(ratio, 1 - args.clip_ratio, 1 + args.clip_ratio)
-        loss = -(torch.min(ratio * b_adv, clipped * b_adv)).mean() - args.ent_coef * entropy.mean()
-        with torch.no_grad():
-            approx_kl = float((b_logp - logp).mean())
-            clipfrac = float(((ratio - 1).abs() > args.clip_ratio).float().mean())
-        stats.update(
-            {
-                "losses/approx_kl": approx_kl,
-                "losses/clipfrac": clipfrac,
-                "losses/policy_loss": loss.detach().item(),
-            }
-        )
-        if approx_kl > 1.5 * args.target_kl:
+    n = len(ro.actions)
+    size = max(1, n // args.num_minibatches)
+    stats: dict[str, float] = {}
+    kls: list[float] = []
+    clipfracs: list[float] = []
+    for epoch in range(args.update_epochs):
+        order = torch.randperm(n)
+        for lo in range(0, n, size):
+            mb = order[lo : lo + size]
+            _, logp, entropy, value = agent.get_action_and_value(
+                b_actor[mb], b_mask[mb], b_critic[mb], b_actions[mb]
+            )
+            ratio = torch.exp(logp - b_logp[mb])
+            mb_adv = b_adv[mb]
+            clipped = torch.clamp(ratio, 1 - args.clip_ratio, 1 + args.clip_ratio)
+            pi_loss = -(torch.min(ratio * mb_adv, clipped * mb_adv)).mean() - args.ent_coef * entropy.mean()
+            v_loss = ((value - b_ret[mb]) ** 2).mean()
+            with torch.no_grad():
+                kls.append(float(((ratio - 1) - torch.log(ratio)).mean()))
+                clipfracs.append(float(((ratio - 1).abs() > args.clip_ratio).float().mean()))
+            pi_opt.zero_grad()
+            vf_opt.zero_grad()
+            (pi_loss + v_loss).backward()
+            pi_opt.step()
+            vf_opt.step()
+            stats["losses/policy_loss"] = pi_loss.detach().item()
+            stats["losses/value_loss"] = v_loss.detach().item()
+        stats["update_epochs"] = float(epoch + 1)
+        if kls[-1] > 1.5 * args.target_kl:
             break
-        pi_opt.zero_grad()
-        loss.backward()
-        pi_opt.step()
-        stats["pi_iters"] = float(i + 1)
-    for _ in range(args.train_v_iters):
-        v_loss = ((agent.get_value(b_critic) - b_ret) ** 2).mean()
-        vf_opt.zero_grad()
-        v_loss.backward()
-        vf_opt.step()
     with torch.no_grad():
         pred = agent.get_value(b_critic)
-    var = float(b_ret.var())
-    stats["losses/value_loss"] = v_loss.detach().item()
+    var = float(b_ret.var()) if n > 1 else 0.0
+    stats["losses/approx_kl"] = kls[-1] if kls else 0.0
+    stats["losses/clipfrac"] = float(np.mean(clipfracs)) if clipfracs else 0.0
     stats["losses/explained_variance"] = float("nan") if var == 0 else 1 - float((b_ret - pred).var()) / var
     return stats
 

@@ -1,0 +1,202 @@
+"""Test helper: a `ClusterSnapshot` rendered as Slurm 22.05 `squeue --json` and `sinfo --json` output.
+
+Each record starts as a deep copy of a real record from tests/fixtures/slurm (a pending job, a running
+job, a node), so every key and value type is exactly what 22.05 prints; only the fields that carry the
+snapshot are overwritten. `snapshot_from_slurm(*render(snapshot), now=...)` then gives back the
+snapshot's cluster (nodes in name order), free capacity and pending jobs, up to Slurm's own rounding:
+submit times to whole seconds, time limits up to whole minutes, and at least one CPU per job.
+
+How fields are written, so that every parser path is exercised:
+* a pending job that fits one node of its model asks per node (`tres_per_node`); one that fills k such
+  nodes exactly asks per node with `node_count` k; any other asks per job (`tres_per_job`, like --gpus);
+* memory goes in `memory_per_cpu` when it divides evenly by the job's CPUs (and there are several),
+  else in `memory_per_node` (split over the nodes), else (0) is left null;
+* untyped nodes (model "gpu") and untyped jobs render untyped GRES (`gpu:4`, `gres:gpu:2`);
+* nodes named in `down` are rendered in state `down`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rltuned.domain import ClusterSnapshot, Job, Node, RunningJob
+from rltuned.slurm.hostlist import compress
+from rltuned.slurm.parse import UNTYPED_GPU
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+
+
+class Rendered(NamedTuple):
+    squeue: str
+    sinfo: str
+
+
+def render(snapshot: ClusterSnapshot, *, down: Collection[str] = ()) -> Rendered:
+    return Rendered(json.dumps(render_squeue(snapshot)), json.dumps(render_sinfo(snapshot, down=down)))
+
+
+def render_sinfo(snapshot: ClusterSnapshot, *, down: Collection[str] = ()) -> dict[str, Any]:
+    sample = json.loads((FIXTURES / "sinfo.json").read_text())
+    template = sample["nodes"][0]
+    nodes = []
+    for i, node in enumerate(snapshot.cluster.nodes):
+        used = node.gpus - snapshot.free_gpus[i]
+        alloc_cpus = node.cpus - snapshot.free_cpus[i]
+        alloc_mem = node.mem_mb - snapshot.free_mem_mb[i]
+        if node.name in down:
+            state = "down"
+        elif used == alloc_cpus == alloc_mem == 0:
+            state = "idle"
+        else:
+            state = "allocated" if alloc_cpus >= node.cpus else "mixed"
+        record = copy.deepcopy(template)
+        record.update(
+            name=node.name,
+            state=state,
+            gres=_gres(node.gpu_type, node.gpus),
+            gres_used=f"{_gres(node.gpu_type, used)}({_indices(0, used)})",
+            cpus=node.cpus,
+            alloc_cpus=alloc_cpus,
+            idle_cpus=node.cpus - alloc_cpus,
+            real_memory=node.mem_mb,
+            alloc_memory=alloc_mem,
+            free_memory=node.mem_mb - alloc_mem,
+            partitions=[node.partition] if node.partition else [],
+            port=17001 + i,
+            tres=f"cpu={node.cpus},mem={node.mem_mb / 1024:.2f}G,billing={node.cpus}",
+            tres_used=f"cpu={alloc_cpus}" if alloc_cpus else None,
+            tres_weighted=float(alloc_cpus),
+        )
+        nodes.append(record)
+    return {"meta": sample["meta"], "errors": [], "nodes": nodes}
+
+
+def render_squeue(snapshot: ClusterSnapshot) -> dict[str, Any]:
+    sample = json.loads((FIXTURES / "squeue.json").read_text())
+    pending_template = next(j for j in sample["jobs"] if j["job_state"] == "PENDING")
+    running_template = next(j for j in sample["jobs"] if j["job_state"] == "RUNNING")
+    jobs = [_pending(pending_template, job, snapshot.cluster.nodes) for job in snapshot.pending]
+    gpu_index = [0] * len(snapshot.cluster.nodes)  # next free GPU index per node, for IDX:
+    jobs += [_running(running_template, r, snapshot.cluster.nodes, gpu_index) for r in snapshot.running]
+    return {"meta": sample["meta"], "errors": [], "jobs": jobs}
+
+
+def _common(template: dict[str, Any], job: Job) -> dict[str, Any]:
+    record = copy.deepcopy(template)
+    submit = round(job.submit)
+    limit = None if job.time_limit is None else math.ceil(job.time_limit / 60 - 1e-9)
+    record.update(
+        job_id=job.id,
+        name=job.name,
+        user_name=job.user,
+        group_name=job.user,
+        account=job.account,
+        partition=job.partition,
+        qos=job.qos,
+        priority=job.priority,
+        nice=None,
+        submit_time=submit,
+        eligible_time=submit,
+        accrue_time=submit,
+        time_limit=limit,
+        cpus=max(1, job.cpus),
+        tasks=1,
+        required_nodes="",
+        excluded_nodes="",
+        shared=None,
+        memory_per_node=None,
+        memory_per_cpu=None,
+        tres_per_job="",
+        tres_per_node="",
+    )
+    return record
+
+
+def _pending(template: dict[str, Any], job: Job, nodes: Iterable[Node]) -> dict[str, Any]:
+    record = _common(template, job)
+    largest = max((n.gpus for n in nodes if job.gpu_type in (None, n.gpu_type)), default=job.gpus)
+    request = _gres(job.gpu_type, job.gpus, prefix="gres:")
+    count = 1
+    if job.gpus <= largest:
+        record["tres_per_node"] = request
+    elif job.gpus % largest == 0 and job.mem_mb % (job.gpus // largest) == 0:
+        count = job.gpus // largest
+        record["tres_per_node"] = _gres(job.gpu_type, largest, prefix="gres:")
+    else:
+        record["tres_per_job"] = request
+    _memory(record, job, count)
+    record.update(node_count=count, job_state="PENDING", state_reason="Priority", nodes="", gres_detail=[])
+    return record
+
+
+def _running(
+    template: dict[str, Any], running: RunningJob, nodes: tuple[Node, ...], gpu_index: list[int]
+) -> dict[str, Any]:
+    job = running.job
+    record = _common(template, job)
+    names = [nodes[s.node].name for s in running.allocation]
+    detail = []
+    for s in running.allocation:
+        first = gpu_index[s.node]
+        gpu_index[s.node] += s.gpus
+        detail.append(f"{_gres(nodes[s.node].gpu_type, s.gpus)}({_indices(first, s.gpus)})")
+    per_node = {s.gpus for s in running.allocation}
+    if len(per_node) == 1:
+        record["tres_per_node"] = _gres(job.gpu_type, per_node.pop(), prefix="gres:")
+    else:
+        record["tres_per_job"] = _gres(job.gpu_type, job.gpus, prefix="gres:")
+    cpus = sum(s.cpus for s in running.allocation) or max(1, job.cpus)
+    start = round(running.start)
+    record.update(
+        job_state="RUNNING",
+        state_reason="None",
+        nodes=compress(names),
+        batch_host=names[0] if names else "",
+        node_count=len(names),
+        cpus=cpus,
+        gres_detail=detail,
+        start_time=start,
+        end_time=start + (record["time_limit"] or 0) * 60,
+        job_resources={
+            "nodes": compress(names),
+            "allocated_cores": cpus,
+            "allocated_hosts": len(names),
+            "allocated_nodes": [
+                {
+                    "sockets": {"0": {"cores": {str(c): "allocated" for c in range(s.cpus)}}},
+                    "nodename": nodes[s.node].name,
+                    "cpus_used": 0,
+                    "memory_used": 0,
+                    "memory_allocated": s.mem_mb,
+                }
+                for s in running.allocation
+            ],
+        },
+    )
+    _memory(record, job, max(1, len(names)))
+    return record
+
+
+def _memory(record: dict[str, Any], job: Job, nodes: int) -> None:
+    cpus = record["cpus"]
+    if job.mem_mb and cpus > 1 and job.mem_mb % cpus == 0:
+        record["memory_per_cpu"] = job.mem_mb // cpus
+    elif job.mem_mb:
+        record["memory_per_node"] = job.mem_mb // nodes
+
+
+def _gres(gpu_type: str | None, count: int, prefix: str = "") -> str:
+    if gpu_type is None or gpu_type == UNTYPED_GPU:
+        return f"{prefix}gpu:{count}"
+    return f"{prefix}gpu:{gpu_type}:{count}"
+
+
+def _indices(first: int, count: int) -> str:
+    if count == 0:
+        return "IDX:N/A"
+    return f"IDX:{first}" if count == 1 else f"IDX:{first}-{first + count - 1}"
