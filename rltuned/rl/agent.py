@@ -29,6 +29,12 @@ class Actor(nn.Module):
     def __init__(self, hidden: tuple[int, int] = (32, 16)) -> None:
         super().__init__()
         self.net = _mlp([ACTOR_FEATURES, hidden[0], hidden[1], 1])
+        # A zero output layer scores every slot alike: sampling starts uniform and argmax picks slot 0,
+        # the base policy's choice. An untrained agent is the base policy; what it gains, it learned.
+        last = self.net[-1]
+        assert isinstance(last, nn.Linear)
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
 
     def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """obs [..., 256, 8] float, mask [..., 256] bool -> scores [..., 256]."""
