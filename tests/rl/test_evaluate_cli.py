@@ -1,0 +1,48 @@
+"""`rltunectl evaluate` end to end, with a known answer: an untrained agent is its base policy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from rltuned.rl.agent import Actor
+from rltuned.rl.export import export_actor
+
+
+def test_untrained_agent_matches_every_base_policy_exactly(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = export_actor(
+        Actor(), tmp_path / "untrained", {"warmup": 256, "backfill": True, "placement": "pack"}
+    )
+    plot = tmp_path / "eval.png"
+    out = subprocess.run(
+        [sys.executable, "-m", "rltuned", "evaluate", "--model", str(model), "--trace", "philly",
+         "--cluster", "philly-slice", "--base", "fcfs,sjf,wfp3", "--sequences", "2", "--jobs", "128",
+         "--json", "--plot", str(plot)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)
+    assert body["split"] == "held-out" and body["estimates"] == "qssf-noise" and body["warmup_jobs"] == 256
+    assert [r["base"] for r in body["results"]] == ["fcfs", "sjf", "wfp3"]
+    for result in body["results"]:
+        for key in ("avg_bsld", "avg_wait_s", "avg_jct_s", "gpu_util"):
+            assert result[key]["rl_mean"] == result[key]["base_mean"]
+            assert result[key]["improvement_pct"] == 0.0
+    assert plot.stat().st_size > 10_000
+
+
+def test_a_corrupt_model_is_refused_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text("{}")
+    (tmp_path / "actor.pt").write_bytes(b"x")
+    out = subprocess.run(
+        [sys.executable, "-m", "rltuned", "evaluate", "--model", str(tmp_path), "--trace", "philly",
+         "--cluster", "philly-slice"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert "schema_version" in out.stderr and len(out.stderr.strip().splitlines()) == 1
