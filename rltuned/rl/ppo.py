@@ -63,7 +63,7 @@ class Args:
     """episodes (windows) collected per update"""
     minutes: float | None = None
     """stop after this much wall time, at the end of an epoch"""
-    pi_lr: float = 1e-3
+    pi_lr: float = 3e-3
     """actor learning rate"""
     vf_lr: float = 3e-3
     """critic learning rate"""
