@@ -13,7 +13,7 @@ from rltuned.clusters import load_cluster
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import RltunedError, UsageError
 from rltuned.estimates import MODELS, apply_estimates
-from rltuned.placement.milp import MilpConfig
+from rltuned.placement.milp import MAX_K, MilpConfig
 from rltuned.policies import POLICIES
 from rltuned.sim.runner import PolicyRun, Window, choose_windows, simulate_windows
 from rltuned.sim.simulator import PLACEMENTS, SimConfig
@@ -107,7 +107,19 @@ def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
     ev.add_argument("--plot", help="write box plots and a wait CDF to this PNG")
 
 
+def _require(ok: bool, message: str) -> None:
+    """Argument checks that argparse cannot express; they run before any trace is read."""
+    if not ok:
+        raise UsageError(message)
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
+    _require(args.backfill_depth >= 0, f"--backfill-depth must be >= 0, got {args.backfill_depth}")
+    _require(1 <= args.milp_k <= MAX_K, f"--milp-k must be in [1, {MAX_K}], got {args.milp_k}")
+    _require(
+        args.milp_time_limit_ms >= 0, f"--milp-time-limit-ms must be >= 0, got {args.milp_time_limit_ms}"
+    )
+    _require(args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
     policies = [p.strip().lower() for p in args.policy.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
@@ -119,16 +131,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     trace = load_trace(path, args.format, lenient=args.lenient)
     jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
     windows = choose_windows(len(jobs), args.jobs, args.start, args.sequences, args.seed)
-    if args.milp_k < 1:
-        raise UsageError(f"--milp-k must be >= 1, got {args.milp_k}")
     config = SimConfig(
         placement=args.placement,
         backfill=args.backfill,
         backfill_depth=args.backfill_depth,
         milp=MilpConfig(k=args.milp_k, time_limit_ms=args.milp_time_limit_ms),
     )
-    if args.warmup < 0:
-        raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
     runs = _run_all(jobs, cluster, policies, config, windows, args.warmup, show_progress=not args.json)
     header = {
         "trace": str(args.trace),
@@ -206,8 +214,13 @@ def _fmt(value: object) -> str:
 def cmd_train(args: argparse.Namespace) -> int:
     from rltuned.rl.ppo import Args, train
 
-    if args.base not in POLICIES:
-        raise UsageError(f"unknown base policy {args.base!r}; choose from {', '.join(POLICIES)}")
+    _require(args.base in POLICIES, f"unknown base policy {args.base!r}; choose from {', '.join(POLICIES)}")
+    _require(args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
+    _require(args.window >= 2, f"--window must be >= 2, got {args.window}")
+    _require(args.epochs >= 1, f"--epochs must be >= 1, got {args.epochs}")
+    _require(
+        args.episodes_per_epoch >= 1, f"--episodes-per-epoch must be >= 1, got {args.episodes_per_epoch}"
+    )
     load_cluster(args.cluster)
     if not resolve_trace(args.trace).is_file():
         raise UsageError(f"trace {args.trace!r} not found")
@@ -244,6 +257,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from rltuned.rl.evaluate import compare, evaluation_jobs, plot
     from rltuned.rl.export import load_model
 
+    _require(args.warmup is None or args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
+    _require(args.sequences >= 1, f"--sequences must be >= 1, got {args.sequences}")
+    _require(args.jobs >= 1, f"--jobs must be >= 1, got {args.jobs}")
     model = load_model(args.model)
     manifest = model.manifest
     bases = [b.strip().lower() for b in args.base.split(",") if b.strip()]

@@ -37,10 +37,6 @@ class TraceError(RltunedError):
         self.problem = problem
 
 
-class SimulationError(RltunedError):
-    """The simulator was asked for something it cannot do (e.g. an empty window)."""
-
-
 class SolverError(RltunedError):
     """The placement solver timed out, was infeasible or failed; callers fall back to greedy."""
 

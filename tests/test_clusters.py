@@ -56,3 +56,12 @@ def test_invalid_spec_names_the_key(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="colour"):
         load_cluster(str(bad))
+
+
+def test_a_non_numeric_gpu_memory_names_the_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        'name = "x"\n[[nodes]]\ngpu_type = "A100"\ngpus = 1\ncpus = 4\nmem_mb = 100\ngpu_mem_gb = "lots"\n'
+    )
+    with pytest.raises(ConfigError, match=r"nodes\[0\]\.gpu_mem_gb"):
+        load_cluster(str(bad))

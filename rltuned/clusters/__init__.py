@@ -47,9 +47,11 @@ def load_cluster(name_or_path: str) -> ClusterSpec:
         if not path.is_file():
             raise UsageError(f"cluster spec {path} does not exist")
         try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        except OSError as exc:
+            raise UsageError(f"cluster spec {path} cannot be read: {exc.strerror}") from None
         return parse_cluster(data, source=str(path))
     raise UsageError(f"unknown cluster preset {name_or_path!r}; presets: {', '.join(preset_names())}")
 
@@ -94,10 +96,20 @@ def _expand_group(group: Any, where: str) -> list[Node]:
     gpu_type = group.get("gpu_type")
     if not isinstance(gpu_type, str) or not gpu_type:
         raise ConfigError(f"{where}.gpu_type: expected a non-empty string")
-    prefix = str(group.get("prefix", f"{gpu_type.lower()}-"))
-    partition = str(group.get("partition", ""))
-    gpu_mem = float(group.get("gpu_mem_gb", 0.0))
-    return [Node(f"{prefix}{i}", gpu_type, gpus, cpus, mem_mb, partition, gpu_mem) for i in range(count)]
+    prefix = _string(group, "prefix", where, f"{gpu_type.lower()}-")
+    partition = _string(group, "partition", where, "")
+    gpu_mem = group.get("gpu_mem_gb", 0.0)
+    if isinstance(gpu_mem, bool) or not isinstance(gpu_mem, int | float) or gpu_mem < 0:
+        raise ConfigError(f"{where}.gpu_mem_gb: expected a number >= 0, got {gpu_mem!r}")
+    gpu_mem_gb = float(gpu_mem)
+    return [Node(f"{prefix}{i}", gpu_type, gpus, cpus, mem_mb, partition, gpu_mem_gb) for i in range(count)]
+
+
+def _string(group: dict[str, Any], key: str, where: str, default: str) -> str:
+    value = group.get(key, default)
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}.{key}: expected a string, got {value!r}")
+    return value
 
 
 def _positive_int(group: dict[str, Any], key: str, where: str, default: int | None = None) -> int:

@@ -141,7 +141,8 @@ def _pack_shares(usable: list[tuple[int, int]], gpus: int) -> list[tuple[int, in
     remaining = gpus
     for i, (u, n) in enumerate(usable):
         if u >= remaining:
-            fit = max((j for j in range(i, len(usable)) if usable[j][0] >= remaining), key=lambda j: j)
+            fits = [j for j in range(i, len(usable)) if usable[j][0] >= remaining]
+            fit = min(fits, key=lambda j: (usable[j][0], usable[j][1]))  # tightest, then lowest node
             shares.append((usable[fit][1], remaining))
             return shares
         shares.append((n, u))

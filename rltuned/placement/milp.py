@@ -39,6 +39,7 @@ from rltuned.placement.candidates import candidates
 from rltuned.placement.greedy import FreeCapacity
 from rltuned.placement.pools import Demand, Pool
 
+MAX_K = 24  # rank weights 2^(K-1) must leave a double room for the lookahead and tie-break terms
 MU = 0.25
 MU_LOOKAHEAD = 0.25
 EPS_TOTAL = 1e-4
@@ -49,7 +50,13 @@ class MilpConfig:
     k: int = 8
     """Ranked jobs placed jointly per solve (and the lookahead window's length)."""
     time_limit_ms: float = 50.0
-    """A solve slower than this raises SolverError; the caller falls back to greedy pack."""
+    """A solve slower than this raises SolverError; the caller falls back to greedy pack (0 forces it)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.k <= MAX_K:
+            raise ValueError(f"MILP k must be in [1, {MAX_K}], got {self.k}")
+        if self.time_limit_ms < 0:
+            raise ValueError(f"MILP time limit must be >= 0 ms, got {self.time_limit_ms}")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol
 
 from rltuned.domain import ClusterSnapshot, Job, PriorityContext
@@ -28,7 +27,3 @@ def rank(policy: Policy, snapshot: ClusterSnapshot) -> list[Job]:
     """The pending jobs in the order the policy would start them; ties go to the earlier job id."""
     ctx = snapshot.context
     return sorted(snapshot.pending, key=lambda job: (policy.key(job, ctx), job.submit, job.id))
-
-
-def order(policy: Policy, jobs: Sequence[Job], ctx: PriorityContext) -> list[Job]:
-    return sorted(jobs, key=lambda job: (policy.key(job, ctx), job.submit, job.id))

@@ -1,7 +1,9 @@
 """QSSF-style (Helios, SC'21): shortest predicted GPU-time first.
 
 The duration is predicted from the same user's past jobs, else the same virtual cluster's (account), else
-the job's own estimate; the priority is fixed when the job is queued, as QSSF computes it at submission.
+the job's own estimate. QSSF fixes a job's priority at submission; here it is recomputed at every decision
+from the history as it stands then, because a snapshot (from the simulator or from Slurm) carries only
+the current history, and the simulator and the encoder must rank identically.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from rltuned.domain import Job, PriorityContext
 @dataclass(frozen=True)
 class Qssf:
     name: str = "qssf"
-    dynamic: bool = False
+    dynamic: bool = True
 
     def predicted_runtime(self, job: Job, ctx: PriorityContext) -> float:
         history = ctx.history

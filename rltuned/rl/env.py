@@ -14,6 +14,7 @@ metric, as in the paper: (base - agent) / max(base, agent) for bounded slowdown,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -65,7 +66,8 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         self.window = window
         self.warmup = warmup
         self.base = make_policy(base_policy)
-        self.simulator = Simulator(cluster, self.base, config or SimConfig())
+        # Full passes on the base side too, so both sides follow the same rules decision for decision.
+        self.simulator = Simulator(cluster, self.base, replace(config or SimConfig(), incremental=False))
         self.observation_space = spaces.Dict(
             {
                 "actor": spaces.Box(0.0, 1.0, (MAX_JOBS, ACTOR_FEATURES), np.float32),

@@ -8,7 +8,7 @@ the held-out last 10% of the trace unless `split="all"` (for a trace kept apart 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -78,7 +78,8 @@ def compare(
     warmup: int,
     progress: Callable[[], None] | None = None,
 ) -> Comparison:
-    simulator = Simulator(cluster, make_policy(base), config)
+    # Full passes on the base side too: an agent that always picks the base's choice reproduces it exactly.
+    simulator = Simulator(cluster, make_policy(base), replace(config, incremental=False))
     base_m: list[Metrics] = []
     rl_m: list[Metrics] = []
     base_w: list[float] = []

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from rltuned.clusters import load_cluster
+from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.env import SchedulingEnv, split
@@ -110,6 +111,11 @@ def make_env(args: Args) -> SchedulingEnv:
     jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
     args.extra["estimates_resolved"] = model
     train, held_out = split(jobs)
+    if len(train) < args.window + args.warmup:
+        raise UsageError(
+            f"the training split has {len(train)} jobs; "
+            f"--window {args.window} + --warmup {args.warmup} need more"
+        )
     args.extra["train_jobs"] = len(train)
     args.extra["held_out_jobs"] = len(held_out)
     config = SimConfig(placement=args.placement, backfill=args.backfill)
@@ -221,7 +227,8 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
         pi_opt.load_state_dict(state["pi_opt"])
         vf_opt.load_state_dict(state["vf_opt"])
         first_epoch, wall_before = int(state["epoch"]), float(state["wall_s"])
-        curve = json.loads((out / "curve.json").read_text())
+        # The curve is written every epoch, the checkpoint every few: drop rows after the checkpoint.
+        curve = json.loads((out / "curve.json").read_text())[:first_epoch]
     t0 = time.perf_counter()
     epoch = first_epoch
     for epoch in range(first_epoch, args.epochs):

@@ -13,6 +13,8 @@ from typing import Protocol
 
 from rltuned.domain import History, Job
 
+REBASE_HALF_LIVES = 256.0  # 2^256 is far from float overflow (2^1024)
+
 
 class _Started(Protocol):
     job: Job
@@ -34,7 +36,16 @@ class HistoryTracker:
     def _scale(self, t: float) -> float:
         return float(2.0 ** ((t - self.origin) / self.half_life))
 
+    def _rebase(self, t: float) -> None:
+        """Move the origin forward before 2^((t - origin) / half-life) could overflow a float."""
+        if (t - self.origin) / self.half_life < REBASE_HALF_LIVES:
+            return
+        factor = 2.0 ** (-(t - self.origin) / self.half_life)  # may underflow to 0: all usage long decayed
+        self._scaled_usage = {acct: value * factor for acct, value in self._scaled_usage.items()}
+        self.origin = t
+
     def record(self, job: Job, start: float, end: float) -> None:
+        self._rebase(end)
         run = end - start
         acct = job.account
         self._scaled_usage[acct] = self._scaled_usage.get(acct, 0.0) + job.gpus * run * self._scale(end)
@@ -54,6 +65,7 @@ class HistoryTracker:
                 mean_runtime_by_user=MappingProxyType(self._user_mean),
                 mean_runtime_by_account=MappingProxyType(self._acct_mean),
             )
+        self._rebase(now)
         decay = 1.0 / self._scale(now)
         usage = {acct: value * decay for acct, value in self._scaled_usage.items()}
         for entry in running:

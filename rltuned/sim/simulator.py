@@ -39,6 +39,10 @@ class SimConfig:
     fairshare_half_life_s: float = 7 * 24 * 3600.0
     milp: MilpConfig = field(default_factory=MilpConfig)
     """With placement "milp": the top-K ranked jobs are placed jointly; backfill and fallback use pack."""
+    incremental: bool = True
+    """Reuse the head's reservation when only arrivals happened (faster). A full pass may recompute a
+    slightly different reservation (an overdue job moves the shadow time), so runs that must match an
+    `Episode` decision for decision (the RL base side) turn this off."""
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
@@ -216,7 +220,7 @@ class _Run:
                 continue
             if self.choosing:
                 yield from self._choice_pass(now)
-            elif freed or not self._backfill_arrivals(arrived, now):
+            elif freed or not self.cfg.incremental or not self._backfill_arrivals(arrived, now):
                 self._schedule(now)
 
     def result(self) -> SimResult:
@@ -294,7 +298,7 @@ class _Run:
         done = 0
         while True:
             chunk = order[done : done + k]
-            fitting = [e for e in chunk if any(self.pool_free[p] >= e.demand.gpus for p in e.demand.pools)]
+            fitting = [e for e in chunk if self._may_fit(e.demand)]
             if len(fitting) < 2 or not chunk or chunk[0] not in fitting:
                 return done
             lookahead = [e.demand for e in order[done + k : done + 2 * k]]
@@ -340,9 +344,7 @@ class _Run:
             self._drop_started({chosen.idx})
 
     def _place_chosen(self, chosen: _Job, order: list[_Job]) -> Allocation | None:
-        if self.cfg.placement != "milp" or not any(
-            self.pool_free[p] >= chosen.demand.gpus for p in chosen.demand.pools
-        ):
+        if self.cfg.placement != "milp" or not self._may_fit(chosen.demand):
             return self._place(chosen)
         lookahead = [e.demand for e in order if e is not chosen][: self.cfg.milp.k]
         self.solver_calls += 1
@@ -363,10 +365,10 @@ class _Run:
         head = self.queue[0]
         if any(e is head for e in arrived):
             return False
-        depth = self.cfg.backfill_depth
-        visible = [e for e in arrived if self.queue.index(e) <= depth] if len(self.queue) > depth else arrived
+        if len(self.queue) > self.cfg.backfill_depth + 1:
+            return False  # earlier backfills may have moved unexamined jobs into the backfill window
         started: set[int] = set()
-        self._backfill(visible, now, started)
+        self._backfill(arrived, now, started)
         if started:
             self._drop_started(started)
         return True
@@ -380,7 +382,7 @@ class _Run:
         failed: dict[tuple[object, bool], int] = {}
         for entry in candidates:
             demand = entry.demand
-            if not any(pool_free[p] >= demand.gpus for p in demand.pools):
+            if not self._may_fit(demand):
                 if not any(pool_free):
                     break
                 continue
@@ -427,8 +429,12 @@ class _Run:
                 return max(end, now), caps
         raise AssertionError(f"job {head.job.id} cannot fit an empty cluster but was not dropped")
 
+    def _may_fit(self, demand: Demand) -> bool:
+        """O(pools) rejection before any per-node work: some eligible pool has enough free GPUs."""
+        return any(self.pool_free[p] >= demand.gpus for p in demand.pools)
+
     def _place(self, entry: _Job, caps: Caps | None = None) -> Allocation | None:
-        if not any(self.pool_free[p] >= entry.demand.gpus for p in entry.demand.pools):
+        if not self._may_fit(entry.demand):
             return None
         return place(entry.demand, self.sim.pools, self.free, self.greedy, caps)
 

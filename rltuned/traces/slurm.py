@@ -90,6 +90,13 @@ def memory_mb(text: str, column: str) -> int:
     return math.ceil(amount * (scale or 1.0))
 
 
+def time_limit(text: str, column: str) -> float | None:
+    """A requested limit: as `slurm_seconds`, but 0 means "none given" (a zero limit would make every job
+    look short enough to backfill)."""
+    seconds = slurm_seconds(text, column)
+    return seconds if seconds else None
+
+
 def slurm_seconds(text: str, column: str) -> float | None:
     """Seconds of a Slurm time string (Timelimit, Elapsed), None for no limit.
 
@@ -136,7 +143,7 @@ def _sacct_job(row: dict[str, str], job_id: int) -> Parsed:
         return "job_step"
     tres_column = "AllocTRES" if row.get("AllocTRES") else "ReqTRES"  # never-started jobs have no AllocTRES
     tres = parse_tres(row.get(tres_column, ""), tres_column)
-    limit = slurm_seconds(row.get("Timelimit", ""), "Timelimit")
+    limit = time_limit(row.get("Timelimit", ""), "Timelimit")
     submit = timestamp(row["Submit"], "Submit")
     if tres.gpus == 0:
         return "cpu_only"
@@ -205,7 +212,7 @@ def _jobcomp_job(line: int, row: list[str], job_id: int) -> Parsed:
         expected = "a jobcomp record with JobId, StartTime and EndTime"
         raise RowError(f"expected {expected}; missing {', '.join(missing)}")
     tres = parse_tres(record.get("Tres", ""), "Tres")
-    limit = slurm_seconds(record.get("TimeLimit", ""), "TimeLimit")
+    limit = time_limit(record.get("TimeLimit", ""), "TimeLimit")
     if tres.gpus == 0:
         return "cpu_only"
     if record["StartTime"] in _NO_TIME:

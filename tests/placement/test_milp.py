@@ -50,19 +50,25 @@ def instances(draw: st.DrawFn) -> tuple[ClusterSpec, FreeCapacity, list[Job], li
     spec = cluster(*draw(st.lists(st.tuples(st.sampled_from(["P100", "K80"]), st.sampled_from([1, 2, 4]),
                                              st.integers(1, 2)), min_size=1, max_size=2)))  # fmt: skip
     used = [draw(st.integers(0, n.gpus)) for n in spec.nodes]
+    free = state(spec, used)
+    # CPUs and memory free independently of GPUs, so their rows can bind on their own.
+    free.cpus = [draw(st.integers(0, n.cpus)) for n in spec.nodes]
+    free.mem = [draw(st.integers(0, n.mem_mb)) for n in spec.nodes]
     types = sorted({n.gpu_type for n in spec.nodes})
     total = spec.total_gpus
 
     def one(i: int) -> Job:
-        return job(
-            i, 0, draw(st.integers(1, min(total, 6))), 10, gpu_type=draw(st.sampled_from([None, *types]))
-        )
+        gpus = draw(st.integers(1, min(total, 6)))
+        gpu_type = draw(st.sampled_from([None, *types]))
+        cpus = draw(st.sampled_from([0, gpus, 3 * gpus]))
+        mem_mb = draw(st.sampled_from([0, 4096 * gpus]))
+        return job(i, 0, gpus, 10, gpu_type=gpu_type, cpus=cpus, mem_mb=mem_mb)
 
     pools = build_pools(spec)
     ranked = [j for j in (one(i) for i in range(draw(st.integers(1, 3)))) if demand_for(j, pools)]
     ahead = [j for j in (one(10 + i) for i in range(draw(st.integers(0, 2)))) if demand_for(j, pools)]
     assume(ranked)
-    return spec, state(spec, used), ranked, ahead
+    return spec, free, ranked, ahead
 
 
 @given(instances())
@@ -87,16 +93,21 @@ def test_milp_never_over_allocates_and_honors_gpu_types(
     allocs = milp_place(
         demands(spec, ranked), demands(spec, ahead), build_pools(spec), free, MilpConfig(time_limit_ms=5000)
     )
-    used = [0] * len(spec.nodes)
+    used = {n: [0, 0, 0] for n in range(len(spec.nodes))}
     for j, alloc in zip(ranked, allocs, strict=True):
         if alloc is None:
             continue
         assert sum(s.gpus for s in alloc) == j.gpus
+        if j.cpus:
+            assert sum(s.cpus for s in alloc) >= j.cpus
         for s in alloc:
-            used[s.node] += s.gpus
+            used[s.node][0] += s.gpus
+            used[s.node][1] += s.cpus
+            used[s.node][2] += s.mem_mb
             if j.gpu_type is not None:
                 assert spec.nodes[s.node].gpu_type == j.gpu_type
-    assert all(u <= f for u, f in zip(used, free.gpus, strict=True))
+    for n, (g, c, m) in used.items():  # checked from the slices, independently of the solver's matrix
+        assert g <= free.gpus[n] and c <= free.cpus[n] and m <= free.mem[n], (n, used[n])
 
 
 def test_cvxpy_and_swiglpk_reach_the_same_optimum() -> None:

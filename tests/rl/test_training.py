@@ -26,6 +26,8 @@ from rltuned.traces import load_trace
 def test_masking_never_selects_padding(valid: int, seed: int) -> None:
     torch.manual_seed(seed)
     agent = ActorCritic()
+    for p in agent.actor.net[-1].parameters():  # non-zero scores, so argmax is not trivially slot 0
+        torch.nn.init.normal_(p, std=1.0)
     obs = torch.rand(4, MAX_JOBS, ACTOR_FEATURES) * 10
     mask = torch.zeros(4, MAX_JOBS, dtype=torch.bool)
     mask[:, :valid] = True

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from rltuned.features import encode
 from rltuned.policies import make_policy
 from rltuned.sim.simulator import SimConfig, Simulator
 from tests.builders import cluster, job
@@ -25,6 +28,20 @@ def test_choosing_the_base_order_reproduces_the_base_run(policy: str) -> None:
     assert decisions > 10
     assert episode.result is not None
     assert episode.result.records == sim.run(JOBS).records
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "sjf", "wfp3", "qssf", "multifactor"])
+@pytest.mark.parametrize("depth", [1, 3, 500])
+def test_choosing_the_encoders_first_row_reproduces_a_full_pass_run(policy: str, depth: int) -> None:
+    """What the RL side relies on: row 0 of the state matrix is the base policy's choice, so an agent that
+    always picks it schedules exactly like the base run (full passes, any backfill depth)."""
+    jobs = [replace(j, user=f"u{j.id % 3}", account=f"a{j.id % 2}") for j in JOBS]
+    sim = Simulator(SPEC, make_policy(policy), SimConfig(backfill_depth=depth, incremental=False))
+    episode = sim.episode(jobs)
+    while not episode.done:
+        episode.choose(int(encode(episode.snapshot(), sim.policy).job_ids[0]))
+    assert episode.result is not None
+    assert episode.result.records == sim.run(jobs).records
 
 
 def test_choices_change_the_schedule_and_only_pending_jobs_can_be_chosen() -> None:

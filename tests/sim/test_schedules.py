@@ -135,3 +135,20 @@ def test_sjf_starts_the_shortest_estimate_first() -> None:
         job(3, 3, 4, 10, estimate=90),
     ]
     assert starts(run(ONE_NODE, jobs, policy="sjf")) == {0: 0, 2: 100, 3: 150, 1: 160}
+
+
+def test_pack_splits_a_multi_node_job_onto_the_tightest_lowest_node() -> None:
+    """12 GPUs on 8-GPU nodes with 8, 4 and 4 free: a whole node, then the first of the two 4-free nodes."""
+    spec = cluster(("P40", 8, 4))
+    jobs = [job(0, 0, 4, 100), job(1, 0, 4, 100), job(2, 0, 4, 100), job(3, 0, 4, 100), job(4, 1, 12, 10)]
+    # Jobs 0-3 pack pairwise onto nodes 0 and 1 (4 + 4), leaving nodes 2 and 3 whole.
+    result = run(spec, jobs)
+    big = next(r for r in result.records if r.job.id == 4)
+    assert sorted((s.node, s.gpus) for s in big.allocation) == [(2, 8), (3, 4)]
+
+
+def test_fair_share_survives_centuries_of_simulated_time() -> None:
+    """Usage decays as 2^(t / half-life); the tracker rebases instead of overflowing a float."""
+    jobs = [job(0, 0, 1, 1e10), job(1, 1, 1, 10, account="b")]
+    result = Simulator(ONE_NODE, make_policy("multifactor")).run(jobs)
+    assert len(result.records) == 2

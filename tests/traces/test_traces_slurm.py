@@ -152,3 +152,13 @@ def test_jobcomp_counts_and_values() -> None:
     assert (alice.account, alice.partition, alice.qos) == ("proj-a", "gpu", "normal")
     assert dave.submit == utc("2024-05-01 23:00:00")  # no SubmitTime: EligibleTime
     assert (dave.time_limit, dave.runtime) == (86_400.0, 86_405.0)
+
+
+def test_a_zero_time_limit_means_none_given() -> None:
+    """A 0 limit would make every job look short enough to backfill past a reservation."""
+    from rltuned.traces.slurm import time_limit
+
+    assert time_limit("0", "TimeLimit") is None
+    assert time_limit("00:00:00", "Timelimit") is None
+    assert time_limit("UNLIMITED", "Timelimit") is None
+    assert time_limit("1-00:00:00", "Timelimit") == 86400.0
