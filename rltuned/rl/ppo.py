@@ -78,8 +78,9 @@ class Args:
     """stop the policy steps once the approximate KL exceeds 1.5x this"""
     gamma: float = 1.0
     """discount (episodes are short and the reward terminal)"""
-    gae_lambda: float = 0.97
-    """GAE lambda"""
+    gae_lambda: float = 1.0
+    """GAE lambda: 1 because the only reward comes at the end of ~500-1,000 decisions, which
+    lambda^T would otherwise erase for all but the last few"""
     ent_coef: float = 0.0
     """entropy bonus"""
     checkpoint_every: int = 5
