@@ -23,7 +23,7 @@ from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.env import SchedulingEnv, split
-from rltuned.rl.export import export_actor
+from rltuned.rl.export import export_actor, git_commit
 from rltuned.rl.gae import compute_gae
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
@@ -213,6 +213,7 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
     """Train, write the curve and checkpoints as it goes, and export the actor. Returns the model dir."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    args.extra.setdefault("training_commit", git_commit())  # the code as training starts, not as it ends
     seed_everything(args.seed)
     torch.set_num_threads(1)
     env = make_env(args)
