@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rltuned import __version__
@@ -113,6 +114,23 @@ def _require(ok: bool, message: str) -> None:
         raise UsageError(message)
 
 
+def _policy_list(text: str, what: str) -> list[str]:
+    """A comma-separated list of policy names, each known."""
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    _require(
+        bool(names) and not unknown, f"unknown {what} {unknown or text!r}; choose from {', '.join(POLICIES)}"
+    )
+    return names
+
+
+def _trace_path(name: str) -> Path:
+    """A bundled trace name or a path, which must exist."""
+    path = resolve_trace(name)
+    _require(path.is_file(), f"trace {name!r} not found (bundled names: {', '.join(bundled_names())})")
+    return path
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     _require(args.backfill_depth >= 0, f"--backfill-depth must be >= 0, got {args.backfill_depth}")
     _require(1 <= args.milp_k <= MAX_K, f"--milp-k must be in [1, {MAX_K}], got {args.milp_k}")
@@ -120,15 +138,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         args.milp_time_limit_ms >= 0, f"--milp-time-limit-ms must be >= 0, got {args.milp_time_limit_ms}"
     )
     _require(args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
-    policies = [p.strip().lower() for p in args.policy.split(",") if p.strip()]
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown or not policies:
-        raise UsageError(f"unknown policy {unknown or args.policy!r}; choose from {', '.join(POLICIES)}")
+    policies = _policy_list(args.policy, "policy")
     cluster = load_cluster(args.cluster)
-    path = resolve_trace(args.trace)
-    if not path.is_file():
-        raise UsageError(f"trace {args.trace!r} not found (bundled names: {', '.join(bundled_names())})")
-    trace = load_trace(path, args.format, lenient=args.lenient)
+    trace = load_trace(_trace_path(args.trace), args.format, lenient=args.lenient)
     jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
     windows = choose_windows(len(jobs), args.jobs, args.start, args.sequences, args.seed)
     config = SimConfig(
@@ -214,7 +226,7 @@ def _fmt(value: object) -> str:
 def cmd_train(args: argparse.Namespace) -> int:
     from rltuned.rl.ppo import Args, train
 
-    _require(args.base in POLICIES, f"unknown base policy {args.base!r}; choose from {', '.join(POLICIES)}")
+    _policy_list(args.base, "base policy")
     _require(args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
     _require(args.window >= 2, f"--window must be >= 2, got {args.window}")
     _require(args.epochs >= 1, f"--epochs must be >= 1, got {args.epochs}")
@@ -222,8 +234,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         args.episodes_per_epoch >= 1, f"--episodes-per-epoch must be >= 1, got {args.episodes_per_epoch}"
     )
     load_cluster(args.cluster)
-    if not resolve_trace(args.trace).is_file():
-        raise UsageError(f"trace {args.trace!r} not found")
+    _trace_path(args.trace)
     train_args = Args(
         trace=args.trace, cluster=args.cluster, base=args.base, metric=args.metric,
         estimates=args.estimates, backfill=args.backfill, placement=args.placement, window=args.window,
@@ -262,15 +273,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _require(args.jobs >= 1, f"--jobs must be >= 1, got {args.jobs}")
     model = load_model(args.model)
     manifest = model.manifest
-    bases = [b.strip().lower() for b in args.base.split(",") if b.strip()]
-    unknown = [b for b in bases if b not in POLICIES]
-    if unknown or not bases:
-        raise UsageError(f"unknown base policy {unknown or args.base!r}; choose from {', '.join(POLICIES)}")
+    bases = _policy_list(args.base, "base policy")
     cluster = load_cluster(args.cluster)
-    path = resolve_trace(args.trace)
-    if not path.is_file():
-        raise UsageError(f"trace {args.trace!r} not found")
-    jobs, model_name = apply_estimates(load_trace(path).jobs, args.estimates, args.estimates_seed)
+    jobs, model_name = apply_estimates(
+        load_trace(_trace_path(args.trace)).jobs, args.estimates, args.estimates_seed
+    )
     jobs = evaluation_jobs(jobs, args.split)
     warmup = args.warmup if args.warmup is not None else int(manifest.get("warmup", 0))
     windows = choose_windows(len(jobs), args.jobs, None, args.sequences, args.seed)

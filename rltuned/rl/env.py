@@ -25,6 +25,7 @@ from rltuned.domain import ClusterSpec, Job
 from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS, Observation, encode
 from rltuned.policies import make_policy
 from rltuned.sim.metrics import Metrics, compute_metrics
+from rltuned.sim.runner import Window
 from rltuned.sim.simulator import Episode, SimConfig, Simulator
 
 METRICS = {"bsld": "avg_bsld", "wait": "avg_wait_s", "jct": "avg_jct_s", "util": "gpu_util"}
@@ -90,8 +91,7 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
             start = int(self.np_random.integers(self.warmup, len(self.jobs) - self.window + 1))
             if options and "start" in options:
                 start = int(options["start"])
-            warm = min(self.warmup, start)
-            window = self.jobs[start - warm : start + self.window]
+            window, warm = Window(start, start + self.window).with_warmup(self.jobs, self.warmup)
             episode = self.simulator.episode(window, warmup=warm)
             if not episode.done:
                 self.window_start = start

@@ -85,8 +85,7 @@ def compare(
     base_w: list[float] = []
     rl_w: list[float] = []
     for w in windows:
-        warm = min(warmup, w.start)
-        chunk = jobs[w.start - warm : w.stop]
+        chunk, warm = w.with_warmup(jobs, warmup)
         base_result = simulator.run(chunk, warm)
         rl_result = run_rl(simulator, model, chunk, warm)
         base_m.append(compute_metrics(base_result))

@@ -32,6 +32,11 @@ class Window:
     start: int
     stop: int
 
+    def with_warmup(self, jobs: Sequence[Job], warmup: int) -> tuple[Sequence[Job], int]:
+        """The window's jobs preceded by up to `warmup` earlier ones, and how many those are."""
+        warm = min(warmup, self.start)
+        return jobs[self.start - warm : self.stop], warm
+
 
 def choose_windows(
     n_jobs: int, size: int | None, start: int | None, sequences: int | None, seed: int
@@ -122,9 +127,9 @@ def simulate_windows(
     simulator = Simulator(cluster, make_policy(policy_name), config)
     results = []
     for window in windows:
-        warm = min(warmup, window.start)
+        chunk, warm = window.with_warmup(jobs, warmup)
         t0 = time.perf_counter()
-        result = simulator.run(jobs[window.start - warm : window.stop], warmup=warm)
+        result = simulator.run(chunk, warmup=warm)
         wall = time.perf_counter() - t0
         metrics = compute_metrics(result)
         results.append(WindowResult(window, metrics, wall, result.solver_calls, result.solver_fallbacks))
