@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     _add_train(sub)
     _add_evaluate(sub)
+    _add_control(sub)
     return parser
 
 
@@ -320,7 +321,59 @@ def render_evaluation(body: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-COMMANDS = {"simulate": cmd_simulate, "train": cmd_train, "evaluate": cmd_evaluate}
+def _add_control(sub: argparse._SubParsersAction[_Parser]) -> None:
+    helps = {
+        "status": "the running daemon's mode, model and last tick",
+        "reload-model": "validate a model and swap it in (default: the config's model path)",
+        "pause": "stop ticking (nothing is read or written) until resume",
+        "resume": "tick again",
+        "plan": "what the next tick would do: job, user, old and new priority, rank, placement",
+        "explain": "one job's features, score and rank",
+        "reset": "undo every change rltuned made (hold+release fixed priorities, SiteFactor=0)",
+    }
+    for name, text in helps.items():
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--config", type=Path, default=Path("/etc/rltuned/rltuned.toml"))
+        p.add_argument("--socket", type=Path, help="control socket (default: from the config)")
+        p.add_argument("--json", action="store_true")
+        if name == "reload-model":
+            p.add_argument("path", nargs="?", type=Path, help="model directory")
+        if name == "explain":
+            p.add_argument("job_id", type=int)
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    from rltuned.daemon import ctl
+
+    if args.command == "plan":
+        print(ctl.plan(args.config, args.socket, args.json))
+    elif args.command == "explain":
+        print(ctl.explain(args.config, args.socket, args.job_id, args.json))
+    elif args.command == "reset":
+        print(ctl.reset(args.config))
+    else:
+        extra = {"path": str(args.path.resolve())} if getattr(args, "path", None) else {}
+        reply = ctl.control(args.config, args.socket, args.command, **extra)
+        reply.pop("ok", None)
+        print(json.dumps(reply, indent=2, default=str) if args.json else _pairs(reply))
+    return 0
+
+
+def _pairs(reply: dict[str, Any]) -> str:
+    return "\n".join(
+        f"{k}: {json.dumps(v, default=str) if isinstance(v, dict) else v}" for k, v in reply.items()
+    )
+
+
+COMMANDS = {
+    "simulate": cmd_simulate,
+    "train": cmd_train,
+    "evaluate": cmd_evaluate,
+    **{
+        name: cmd_control
+        for name in ("status", "reload-model", "pause", "resume", "plan", "explain", "reset")
+    },
+}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -333,3 +386,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         code = 130
     sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

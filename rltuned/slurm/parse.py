@@ -221,6 +221,31 @@ def snapshot_from_slurm(
 
     History (fair-share usage, past runtimes) is not in squeue/sinfo; it stays empty here.
     """
+    view = read_view(
+        squeue_json, sinfo_json, now, scontrol_nodes_text, exempt_partitions, exempt_qos, cluster_name
+    )
+    return view.snapshot, view.report
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmView:
+    """A snapshot plus what only the daemon needs: per-job Slurm details for the managed jobs."""
+
+    snapshot: ClusterSnapshot
+    report: ParseReport
+    info: Mapping[int, SlurmJobInfo]
+
+
+def read_view(
+    squeue_json: JsonInput,
+    sinfo_json: JsonInput,
+    now: float,
+    scontrol_nodes_text: str | None = None,
+    exempt_partitions: Collection[str] = (),
+    exempt_qos: Collection[str] = (),
+    cluster_name: str = "slurm",
+) -> SlurmView:
+    """`snapshot_from_slurm` with the managed jobs' Slurm details kept."""
     nodes = parse_nodes(sinfo_json, scontrol_nodes_text, cluster_name=cluster_name)
     jobs = parse_jobs(squeue_json, nodes.cluster, exempt_partitions=exempt_partitions, exempt_qos=exempt_qos)
     snapshot = ClusterSnapshot(
@@ -240,7 +265,7 @@ def snapshot_from_slurm(
         nodes_malformed=nodes.skipped_malformed,
         problems=(nodes.problems + jobs.report.problems)[:MAX_PROBLEMS],
     )
-    return snapshot, report
+    return SlurmView(snapshot, report, jobs.info)
 
 
 def parse_nodes(

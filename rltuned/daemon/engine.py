@@ -1,0 +1,335 @@
+"""One tick, start to end: snapshot -> features -> policy -> ranking -> MILP -> plan -> apply.
+
+The engine owns the adapter, the serving model, the base policy and the ledger; it does not loop, sleep
+or handle signals (`service.py` does). Every expected failure is turned into a report field, a metric
+and one log event, and the tick goes on with the fallback: an unreadable Slurm skips the tick, a broken
+model gives the base order, a failed solve gives greedy pack, a failed `scontrol` is counted and left
+for the next tick. Applying starts only when the whole plan is known and, once started, finishes: a
+stop request before it abandons the tick with nothing written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rltuned.daemon.config import Settings
+from rltuned.daemon.decide import Placements, Ranking, place_top, rank_jobs
+from rltuned.daemon.ledger import Ledger
+from rltuned.daemon.logs import get_logger
+from rltuned.daemon.metrics import Metrics
+from rltuned.daemon.plan import Lever, Plan, make_plan
+from rltuned.domain import ClusterSnapshot, Job, RunningJob
+from rltuned.errors import SlurmError
+from rltuned.placement.milp import MilpConfig
+from rltuned.policies import make_policy
+from rltuned.rl.export import LoadedModel
+from rltuned.slurm.adapter import Outcome, SlurmAdapter
+from rltuned.slurm.parse import ParseReport, SlurmView, read_view
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Everything a tick decided before writing; also what `plan` and `explain` show."""
+
+    view: SlurmView
+    ranking: Ranking
+    placements: Placements
+    plan: Plan
+    stages: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class TickReport:
+    tick: int
+    mode: str
+    result: str
+    """"ok", "error" (Slurm unreadable: skipped) or "abandoned" (stop requested before applying)."""
+    error: str | None = None
+    decision: Decision | None = None
+    applied: Mapping[str, int] = field(default_factory=dict)
+    """Counts by "<kind>:<outcome>" of the updates sent (empty in shadow mode)."""
+    stages: Mapping[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """The canonical per-tick log line's fields."""
+        out: dict[str, Any] = {"tick": self.tick, "mode": self.mode, "result": self.result}
+        if self.error:
+            out["error"] = self.error
+        d = self.decision
+        if d is not None:
+            report = d.view.report
+            out |= {
+                "pending": report.pending,
+                "running": report.running,
+                "managed": len(d.plan.jobs),
+                "exempt": sum(report.left_alone.values()),
+                "left_alone": {k: v for k, v in report.left_alone.items() if v},
+                "skipped_malformed": report.skipped_malformed,
+                "ranked_by": d.ranking.source,
+                "fallback": d.ranking.fallback,
+                "solver": d.placements.outcome,
+                "placed": len(d.placements.by_job),
+                "planned_actions": len(d.plan.actions),
+                "capped_actions": d.plan.capped,
+            }
+        ok = sum(n for key, n in self.applied.items() if key.endswith(":ok"))
+        out["actions_applied"] = ok
+        out["actions_failed"] = sum(self.applied.values()) - ok
+        out["latency_ms"] = {k: round(v * 1000.0, 2) for k, v in self.stages.items()}
+        return out
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: Settings,
+        adapter: SlurmAdapter,
+        model: LoadedModel | None,
+        ledger: Ledger,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.adapter = adapter
+        self.model = model
+        self.ledger = ledger
+        self.metrics = metrics or Metrics()
+        self.log = get_logger()
+        self.ticks = 0
+        self.model_problem: str | None = None
+        """Why the configured model is not serving (load failure at start-up), reported each tick."""
+        self.last: TickReport | None = None
+        self.queue_ids: set[int] = set()
+        """Every job id in the last read, managed or not."""
+
+    @property
+    def base(self) -> str:
+        return self.settings.policy.base
+
+    # --- deciding -----------------------------------------------------------------------------------
+
+    def read(self) -> SlurmView:
+        started = time.perf_counter()
+        read = self.adapter.read()
+        self.queue_ids = _queue_ids(read.squeue)
+        for command, seconds in read.durations.items():
+            self.metrics.slurm_command.labels(command).observe(seconds)
+        s = self.settings.slurm
+        view = read_view(
+            read.squeue,
+            read.sinfo,
+            read.now,
+            read.scontrol_nodes,
+            s.exempt_partitions,
+            s.exempt_qos,
+            s.cluster_name,
+        )
+        view = replace(
+            view, snapshot=_with_time_limits(view.snapshot, self.settings.policy.default_time_limit_min)
+        )
+        self.metrics.tick_duration.labels("snapshot").observe(time.perf_counter() - started)
+        return view
+
+    def decide(self, view: SlurmView) -> Decision:
+        ranking = rank_jobs(
+            view.snapshot, make_policy(self.base), self.model, self.settings.policy.max_inference_ms
+        )
+        p = self.settings.placement
+        placements = place_top(view.snapshot, ranking.order, MilpConfig(p.milp_k, p.time_limit_ms))
+        a = self.settings.apply
+        lever = Lever(
+            a.lever,
+            a.priority_max,
+            a.priority_min,
+            a.priority_step,
+            a.site_factor_max,
+            a.site_factor_deadband,
+            a.max_actions,
+            p.oversubscribe,
+            p.steer_untyped,
+        )
+        plan = make_plan(ranking, placements, view.info, self.ledger, view.snapshot.cluster, lever)
+        stages = {"features": ranking.features_s, "policy": ranking.policy_s, "solver": placements.seconds}
+        for stage, seconds in stages.items():
+            self.metrics.tick_duration.labels(stage).observe(seconds)
+        return Decision(view, ranking, placements, plan, stages)
+
+    # --- one tick -----------------------------------------------------------------------------------
+
+    def tick(self, mode: str | None = None, stop_requested: Callable[[], bool] = lambda: False) -> TickReport:
+        self.ticks += 1
+        mode = mode or self.settings.apply.mode
+        self.metrics.set_mode(mode)
+        started = time.perf_counter()
+        try:
+            view = self.read()
+        except SlurmError as exc:
+            return self._finish(TickReport(self.ticks, mode, "error", str(exc)), started, slurm_up=False)
+        snapshot_s = time.perf_counter() - started
+        self.ledger.keep_only(self.queue_ids)
+        decision = self.decide(view)
+        self._observe(decision)
+        stages = {"snapshot": snapshot_s, **decision.stages}
+        if stop_requested():
+            return self._finish(
+                TickReport(self.ticks, mode, "abandoned", None, decision, {}, stages), started
+            )
+        applied: dict[str, int] = {}
+        if mode == "enforce":
+            t0 = time.perf_counter()
+            applied = self.apply(decision.plan)
+            stages["apply"] = time.perf_counter() - t0
+            self.metrics.tick_duration.labels("apply").observe(stages["apply"])
+        return self._finish(TickReport(self.ticks, mode, "ok", None, decision, applied, stages), started)
+
+    def apply(self, plan: Plan) -> dict[str, int]:
+        """Send the plan's updates in order; each failure is logged with Slurm's message and counted."""
+        counts: Counter[str] = Counter()
+        for action in plan.actions:
+            if action.needs_pending:
+                state = self.adapter.job_state(action.job_id)
+                if state != "PENDING":
+                    self._count(counts, action.kind, Outcome.GONE)
+                    continue
+            result = self.adapter.update_job(action.job_id, dict(action.fields))
+            self._count(counts, action.kind, result.outcome)
+            if result.outcome == Outcome.OK:
+                self.ledger.record(action.job_id, **{action.kind: action.value})
+                self.log.debug("job_updated", jobid=action.job_id, action=action.kind, value=action.value)
+            else:
+                self.log.warning(
+                    "update_failed",
+                    jobid=action.job_id,
+                    action=action.kind,
+                    result=result.outcome.value,
+                    stderr=result.message,
+                )
+        self.ledger.save()
+        return dict(counts)
+
+    def reset(self) -> dict[str, int]:
+        """Undo the ledger's changes on jobs still pending: hold+release for fixed priorities (multifactor
+        recomputes), SiteFactor=0, ExcNodeList cleared. A job the user held since is left held."""
+        counts: Counter[str] = Counter()
+        try:
+            view = self.read()
+        except SlurmError as exc:
+            self.log.error("reset_failed", error=str(exc))
+            raise
+        pending = {job.id: job for job in view.snapshot.pending}
+        for job_id, change in list(self.ledger.items()):
+            job = pending.get(job_id)
+            if job is None:  # started, finished, or now held/exempt: nothing safe to undo
+                self.ledger.forget(job_id)
+                counts["skipped"] += 1
+                continue
+            ok = True
+            if change.priority is not None:
+                held = self.adapter.hold(job_id)
+                released = self.adapter.release(job_id) if held.outcome == Outcome.OK else held
+                ok &= self._count(counts, "priority", released.outcome)
+            if change.site_factor:
+                ok &= self._count(
+                    counts, "site_factor", self.adapter.update_job(job_id, {"SiteFactor": "0"}).outcome
+                )
+            if change.excluded_nodes:
+                result = self.adapter.update_job(job_id, {"ExcNodeList": ""})
+                ok &= self._count(counts, "excluded_nodes", result.outcome)
+            if ok:
+                self.ledger.forget(job_id)
+        self.ledger.save()
+        self.log.info("reset", **counts)
+        return dict(counts)
+
+    # --- bookkeeping --------------------------------------------------------------------------------
+
+    def _count(self, counts: Counter[str], kind: str, outcome: Outcome) -> bool:
+        counts[f"{kind}:{outcome.value}"] += 1
+        self.metrics.actions.labels(kind, outcome.value).inc()
+        return outcome == Outcome.OK
+
+    def _observe(self, decision: Decision) -> None:
+        report = decision.view.report
+        m = self.metrics
+        m.pending.set(report.pending)
+        m.running.set(report.running)
+        m.managed.set(len(decision.plan.jobs))
+        for reason, n in report.left_alone.items():
+            m.exempt.labels(reason).set(n)
+        if report.skipped_malformed:
+            m.malformed.inc(report.skipped_malformed)
+            self.log.warning(
+                "slurm_records_skipped", count=report.skipped_malformed, first=list(report.problems[:3])
+            )
+        fallback = decision.ranking.fallback or (self.model_problem if self.model is None else None)
+        if fallback:
+            m.fallbacks.labels(_reason(fallback)).inc()
+        if decision.placements.outcome == "fallback":
+            m.fallbacks.labels("solver").inc()
+        m.solver.labels(decision.placements.outcome).inc()
+        for action in decision.plan.actions:
+            m.planned.labels(action.kind).inc()
+
+    def _finish(self, report: TickReport, started: float, slurm_up: bool = True) -> TickReport:
+        total = time.perf_counter() - started
+        report = replace(report, stages={**report.stages, "total": total})
+        m = self.metrics
+        m.tick_duration.labels("total").observe(total)
+        m.slurm_up.set(1 if slurm_up else 0)
+        m.ticks.labels(report.result).inc()
+        if report.result == "ok":
+            m.last_success.set(time.time())
+        summary = report.summary()
+        if report.decision is not None and report.decision.ranking.fallback is None and self.model is None:
+            summary["fallback"] = self.model_problem
+        if report.result == "error":
+            self.log.error("tick", **summary)
+        else:
+            self.log.info("tick", **summary)
+        self.last = report
+        return report
+
+
+def _reason(text: str) -> str:
+    """A bounded label for a fallback message."""
+    for prefix, label in (("model too slow", "model_slow"), ("model failed", "model_error")):
+        if text.startswith(prefix):
+            return label
+    return "model_unavailable"
+
+
+def _queue_ids(squeue: Mapping[str, Any]) -> set[int]:
+    """Every job id squeue lists, managed or not (a job the user held since is still ours to restore)."""
+    jobs = squeue.get("jobs")
+    ids: set[int] = set()
+    for job in jobs if isinstance(jobs, list) else ():
+        value = job.get("job_id") if isinstance(job, Mapping) else None
+        if isinstance(value, int):
+            ids.add(value)
+    return ids
+
+
+def _with_time_limits(snapshot: ClusterSnapshot, default_min: int) -> ClusterSnapshot:
+    """Give jobs without a time limit (Slurm's INFINITE) the configured estimate, so features and
+    backfill reservations have a number to use."""
+    limit = default_min * 60.0
+
+    def job(j: Job) -> Job:
+        return j if j.time_limit is not None else replace(j, time_limit=limit)
+
+    def running(r: RunningJob) -> RunningJob:
+        return r if r.job.time_limit is not None else replace(r, job=job(r.job))
+
+    if all(j.time_limit is not None for j in snapshot.pending) and all(
+        r.job.time_limit is not None for r in snapshot.running
+    ):
+        return snapshot
+    return replace(
+        snapshot, pending=tuple(map(job, snapshot.pending)), running=tuple(map(running, snapshot.running))
+    )
+
+
+__all__ = ["Decision", "Engine", "ParseReport", "TickReport"]

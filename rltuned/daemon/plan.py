@@ -1,0 +1,249 @@
+"""From a ranking and placements to the `scontrol update`s that make Slurm follow them (pure).
+
+Priority lever: the managed jobs get strictly decreasing priorities in plan order, inside the configured
+band, so Slurm's order among them equals the plan. Churn is kept low: the longest chain of jobs that
+already carry a priority rltuned wrote and that is still in plan order keeps its values, and only the
+jobs between them are given new values in the gaps (`priority_step` apart where there is room); only
+when a gap is too small is the whole queue renumbered. An action is emitted only where the target
+differs from the priority Slurm reports now, so an unchanged plan writes nothing.
+
+SiteFactor lever: the target is `site_factor_max * (n - rank) / n`, added to multifactor's own sum, and
+written when it moved by more than the deadband since rltuned last wrote it.
+
+Placement: the solver's pack/spread choice becomes `OverSubscribe=yes|no` for the placed jobs, and an
+untyped job placed on one GPU model is steered there with `ExcNodeList=` (the other models' nodes). A
+job's GPU type is never changed (Slurm accepts it and the job becomes unrunnable), and nothing is
+written on a job the user pinned with ReqNodeList/ExcNodeList.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rltuned.daemon.decide import Placement, Placements, Ranking
+from rltuned.daemon.ledger import Change, Ledger
+from rltuned.domain import ClusterSpec, Job
+from rltuned.slurm.hostlist import compress
+from rltuned.slurm.parse import SlurmJobInfo
+
+LEVERS = ("priority", "site_factor")
+
+
+@dataclass(frozen=True)
+class Lever:
+    """The apply settings the planner needs (a subset of `ApplySettings`)."""
+
+    kind: str = "priority"
+    priority_max: int = 10_000_000
+    priority_min: int = 1_000
+    priority_step: int = 1_000
+    site_factor_max: int = 100_000
+    site_factor_deadband: int = 0
+    max_actions: int = 256
+    oversubscribe: bool = True
+    steer_untyped: bool = True
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    job_id: int
+    user: str
+    partition: str
+    rank: int
+    base_rank: int
+    score: float | None
+    priority_now: int | None
+    target: int
+    """The priority (or SiteFactor) the plan gives the job."""
+    placement: str
+    """Node names the solver chose for a job that can start now, else empty."""
+    pack: bool | None
+
+
+@dataclass(frozen=True)
+class Action:
+    job_id: int
+    kind: str
+    """"priority", "site_factor", "oversubscribe" or "excluded_nodes"."""
+    fields: tuple[tuple[str, str], ...]
+    """key=value pairs for `scontrol update jobid=N ...`, in order."""
+    value: int | bool | str
+    """What the ledger records once Slurm accepted it."""
+    needs_pending: bool = False
+    """Placement levers: re-check that the job is still pending just before writing."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    jobs: tuple[JobPlan, ...]
+    actions: tuple[Action, ...]
+    """Capped at `max_actions`, top ranks first."""
+    capped: int
+    """Actions left for later ticks by the cap."""
+
+
+def make_plan(
+    ranking: Ranking,
+    placements: Placements,
+    info: Mapping[int, SlurmJobInfo],
+    ledger: Ledger,
+    cluster: ClusterSpec,
+    lever: Lever,
+) -> Plan:
+    order = ranking.order
+    base_rank = {job.id: r for r, job in enumerate(_base_order(ranking))}
+    if lever.kind == "priority":
+        targets = priority_targets(
+            [j.id for j in order],
+            {j.id: j.priority for j in order if j.priority is not None},
+            ledger.owned_priorities(),
+            lever.priority_min,
+            lever.priority_max,
+            lever.priority_step,
+        )
+    elif lever.kind == "site_factor":
+        n = len(order)
+        targets = {job.id: round(lever.site_factor_max * (n - r) / n) for r, job in enumerate(order)}
+    else:
+        raise ValueError(f"lever must be one of {LEVERS}, got {lever.kind!r}")
+    rows: list[JobPlan] = []
+    actions: list[Action] = []
+    for rank, job in enumerate(order):
+        placed = placements.by_job.get(job.id)
+        rows.append(
+            JobPlan(
+                job.id,
+                job.user,
+                job.partition,
+                rank,
+                base_rank.get(job.id, rank),
+                ranking.scores.get(job.id),
+                job.priority,
+                targets[job.id],
+                ",".join(placed.nodes) if placed else "",
+                placed.pack if placed else None,
+            )
+        )
+        change, job_info = ledger.get(job.id), info.get(job.id)
+        actions.extend(_job_actions(job, targets[job.id], change, job_info, placed, cluster, lever))
+    kept = actions[: lever.max_actions]
+    return Plan(tuple(rows), tuple(kept), len(actions) - len(kept))
+
+
+def _base_order(ranking: Ranking) -> list[Job]:
+    by_id = {job.id: job for job in ranking.order}
+    visible = [by_id[int(i)] for i in ranking.observation.job_ids[ranking.observation.mask]]
+    return visible + [by_id[i] for i in ranking.observation.overflow]
+
+
+def _job_actions(
+    job: Job,
+    target: int,
+    change: Change,
+    info: SlurmJobInfo | None,
+    placed: Placement | None,
+    cluster: ClusterSpec,
+    lever: Lever,
+) -> list[Action]:
+    out: list[Action] = []
+    if lever.kind == "priority":
+        if job.priority != target:
+            out.append(Action(job.id, "priority", (("Priority", str(target)),), target))
+    elif change.site_factor != target and (
+        change.site_factor is None or abs(change.site_factor - target) > lever.site_factor_deadband
+    ):
+        out.append(Action(job.id, "site_factor", (("SiteFactor", str(target)),), target))
+    if placed is None or info is None:
+        return out
+    if lever.oversubscribe and change.oversubscribe != placed.pack:
+        word = "yes" if placed.pack else "no"
+        out.append(
+            Action(job.id, "oversubscribe", (("OverSubscribe", word),), placed.pack, needs_pending=True)
+        )
+    pinned_by_user = info.required_nodes or (info.excluded_nodes and change.excluded_nodes is None)
+    if lever.steer_untyped and job.gpu_type is None and not pinned_by_user:
+        others = [n.name for n in cluster.nodes if n.gpu_type != placed.gpu_type]
+        excluded = compress(others) if others else ""
+        if excluded != (change.excluded_nodes or "") and excluded:
+            out.append(
+                Action(job.id, "excluded_nodes", (("ExcNodeList", excluded),), excluded, needs_pending=True)
+            )
+    return out
+
+
+def priority_targets(
+    order: Sequence[int],
+    current: Mapping[int, int],
+    owned: Mapping[int, int],
+    low: int,
+    high: int,
+    step: int,
+) -> dict[int, int]:
+    """Strictly decreasing priorities in `order`, within [low, high], reusing values rltuned wrote.
+
+    `current` is what Slurm reports; a job keeps its value only if rltuned wrote it (`owned`) and Slurm
+    still shows it, and it lies on the longest chain of such jobs already in order.
+    """
+    n = len(order)
+    if n == 0:
+        return {}
+    ours = [(i, owned[j]) for i, j in enumerate(order) if j in owned and current.get(j) == owned[j]]
+    keep = _longest_decreasing([(i, value) for i, value in ours if low <= value <= high])
+    if not keep:
+        return _renumber(order, low, high, step)
+    targets: dict[int, int] = {}
+    anchors = [(-1, high + 1), *keep, (n, low - 1)]
+    for (i0, upper), (i1, lower) in itertools.pairwise(anchors):
+        if i0 >= 0:
+            targets[order[i0]] = upper
+        m = i1 - i0 - 1
+        if m == 0:
+            continue
+        if i0 < 0:  # above the first kept job: step upwards from it
+            spacing = min(step, (upper - lower - 1) // m)
+            values = [lower + spacing * (m - k) for k in range(m)]
+        else:  # below a kept job: step downwards, leaving room under the last new one if another follows
+            spacing = min(step, (upper - lower - 1) // (m + 1 if i1 < n else m))
+            values = [upper - spacing * (k + 1) for k in range(m)]
+        if spacing < 1:
+            return _renumber(order, low, high, step)
+        for k, value in enumerate(values):
+            targets[order[i0 + 1 + k]] = value
+    return targets
+
+
+def _renumber(order: Sequence[int], low: int, high: int, step: int) -> dict[int, int]:
+    """Fresh values `step` apart (closer if the band is short), starting a quarter below the band's top so
+    that jobs that later move ahead of all others still find room above."""
+    n = len(order)
+    top = high - (high - low) // 4
+    spacing = max(1, min(step, (top - low) // max(n - 1, 1)))
+    if spacing * (n - 1) > top - low:
+        top = high
+        spacing = max(1, (high - low) // max(n - 1, 1))
+    return {job_id: max(low, top - spacing * i) for i, job_id in enumerate(order)}
+
+
+def _longest_decreasing(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of (index, value) points whose values strictly decrease (O(n log n))."""
+    tails: list[int] = []  # tails[k]: -value at the end of the best chain of length k+1 (increasing)
+    tail_at: list[int] = []
+    parent: list[int] = [-1] * len(points)
+    for p, (_, value) in enumerate(points):
+        k = bisect.bisect_left(tails, -value)
+        if k == len(tails):
+            tails.append(-value)
+            tail_at.append(p)
+        else:
+            tails[k] = -value
+            tail_at[k] = p
+        parent[p] = tail_at[k - 1] if k > 0 else -1
+    chain: list[tuple[int, int]] = []
+    p = tail_at[-1] if tail_at else -1
+    while p >= 0:
+        chain.append(points[p])
+        p = parent[p]
+    return chain[::-1]

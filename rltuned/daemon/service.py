@@ -1,0 +1,290 @@
+"""The long-running daemon: the tick loop, signals, systemd notification, metrics and the control socket.
+
+Ticks run on the main thread, one at a time, `interval_s` apart (start to start); while slurmctld is
+unreachable the wait doubles up to `backoff_max_s`, and the first good read resets it. SIGTERM/SIGINT
+stop the loop: a tick that has not started applying is abandoned, one that has finishes its plan. SIGHUP
+reloads the config file's model (validated before the swap). systemd hears READY=1 only after the config,
+the model, the metrics server and a first snapshot (or a clear failure to take it), and a heartbeat
+thread pings the watchdog only while ticks keep completing.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import sdnotify
+import torch
+
+from rltuned.daemon import config as config_mod
+from rltuned.daemon.config import Settings
+from rltuned.daemon.control import ControlServer
+from rltuned.daemon.engine import Engine, TickReport
+from rltuned.daemon.ledger import Ledger
+from rltuned.daemon.logs import get_logger
+from rltuned.daemon.metrics import Metrics
+from rltuned.daemon.views import explain_job, plan_rows
+from rltuned.errors import ModelLoadError, RltunedError, SlurmError
+from rltuned.features import encode
+from rltuned.policies import make_policy
+from rltuned.rl.export import LoadedModel, load_model
+from rltuned.slurm.adapter import SlurmAdapter
+
+
+def make_adapter(settings: Settings) -> SlurmAdapter:
+    s = settings.slurm
+    if s.backend in ("pyslurm", "auto"):
+        from rltuned.slurm.pyslurm_backend import PyslurmAdapter, pyslurm_available
+
+        if s.backend == "pyslurm" or pyslurm_available():
+            return PyslurmAdapter()
+    from rltuned.slurm.cli_backend import CliAdapter
+
+    return CliAdapter(s.conf, s.bin_dir, s.command_timeout_s)
+
+
+def validated_model(path: Path, engine: Engine | None) -> LoadedModel:
+    """Load, verify, and run once on the current snapshot before anyone depends on it."""
+    model = load_model(path)
+    last = engine.last.decision if engine is not None and engine.last is not None else None
+    if last is not None and last.view.snapshot.pending:
+        obs = encode(last.view.snapshot, make_policy(engine.base if engine else "fcfs"))
+        try:
+            scores = model.scores(torch.from_numpy(np.array(obs.actor)), torch.from_numpy(np.array(obs.mask)))
+        except RuntimeError as exc:
+            raise ModelLoadError(f"{path}: forward pass on the current queue failed ({exc})") from None
+        if not bool(torch.isfinite(scores[torch.from_numpy(np.array(obs.mask))]).all()):
+            raise ModelLoadError(f"{path}: non-finite scores on the current queue")
+    return model
+
+
+class Service:
+    def __init__(self, settings: Settings, config_path: Path | None, mode: str | None = None) -> None:
+        self.settings = settings
+        self.config_path = config_path
+        self.mode_override = mode
+        self.log = get_logger()
+        self.metrics = Metrics()
+        self.stop_event = threading.Event()
+        self.reload_event = threading.Event()
+        self.paused = False
+        self.lock = threading.RLock()
+        """Held by a tick and by control requests that read or swap engine state."""
+        self.notifier = sdnotify.SystemdNotifier()
+        self.control: ControlServer | None = None
+        self.metrics_port: int | None = None
+        self.last_progress = time.monotonic()
+        self.engine = Engine(
+            settings,
+            make_adapter(settings),
+            None,
+            Ledger.in_dir(settings.daemon.state_dir),
+            self.metrics,
+        )
+        self._load_initial_model()
+
+    @property
+    def mode(self) -> str:
+        return self.mode_override or self.settings.apply.mode
+
+    # --- start-up -----------------------------------------------------------------------------------
+
+    def _load_initial_model(self) -> None:
+        path = self.settings.policy.model
+        if path is None:
+            self.metrics.set_model(None, time.time())
+            return
+        try:
+            self.engine.model = validated_model(path, None)
+            self.metrics.set_model(self.engine.model.manifest, time.time())
+            self.log.info("model_loaded", path=str(path), sha256=self.engine.model.manifest.get("sha256"))
+        except ModelLoadError as exc:
+            self.engine.model_problem = f"model unavailable: {exc}"
+            self.metrics.fallbacks.labels("model_unavailable").inc()
+            self.log.error(
+                "model_load_failed", path=str(path), error=str(exc), fallback=self.settings.policy.base
+            )
+
+    def start(self) -> None:
+        """Metrics, control socket, first snapshot, then READY=1."""
+        m = self.settings.metrics
+        if m.enabled:
+            self.metrics_port = self.metrics.serve(m.address, m.port)
+            self.log.info("metrics_listening", address=m.address, port=self.metrics_port)
+        c = self.settings.control
+        self.control = ControlServer(c.socket, self.handle, c.mode, c.group)
+        self.control.start()
+        self.metrics.set_mode(self.mode)
+        self.metrics.paused.set(0)
+        try:
+            with self.lock:
+                view = self.engine.read()
+            self.log.info(
+                "first_snapshot",
+                nodes=len(view.snapshot.cluster.nodes),
+                pending=view.report.pending,
+                mode=self.mode,
+            )
+        except SlurmError as exc:
+            self.log.error("first_snapshot_failed", error=str(exc))
+        self.notifier.notify(
+            f"READY=1\nSTATUS=mode {self.mode}, {'model' if self.engine.model else 'base policy'}"
+        )
+
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.stop_event.set()
+
+    def _on_hup(self, signum: int, frame: FrameType | None) -> None:
+        self.reload_event.set()
+        self.stop_event.set()  # wake the sleep; run() clears it again for a reload
+
+    # --- the loop -----------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self._start_watchdog()
+        failures = 0
+        while not self.stop_event.is_set():
+            started = time.monotonic()
+            if not self.paused:
+                with self.lock:
+                    report = self.engine.tick(self.mode, self.stop_event.is_set)
+                failures = failures + 1 if report.result == "error" else 0
+            self.last_progress = time.monotonic()
+            wait = self._next_wait(failures) - (time.monotonic() - started)
+            self._sleep(max(0.0, wait))
+        self.shutdown()
+
+    def _next_wait(self, failures: int) -> float:
+        interval = self.settings.daemon.interval_s
+        if failures <= 1:
+            return interval
+        return float(min(interval * 2.0 ** (failures - 1), self.settings.daemon.backoff_max_s))
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            self.stop_event.wait(max(0.0, deadline - time.monotonic()))
+            if self.reload_event.is_set():
+                self.reload_event.clear()
+                self.stop_event.clear()
+                self.reload()
+                continue
+            if self.stop_event.is_set() or time.monotonic() >= deadline:
+                return
+
+    def _start_watchdog(self) -> None:
+        """Ping WATCHDOG=1 every few seconds while the loop shows progress within twice its period."""
+        limit = 2 * self.settings.daemon.interval_s + 2 * self.settings.slurm.command_timeout_s * 4 + 30
+
+        def beat() -> None:
+            while not self.stop_event.wait(5.0) or self.reload_event.is_set():
+                if time.monotonic() - self.last_progress < limit:
+                    self.notifier.notify("WATCHDOG=1")
+
+        threading.Thread(target=beat, name="watchdog", daemon=True).start()
+
+    def shutdown(self) -> None:
+        self.notifier.notify("STOPPING=1")
+        if self.settings.apply.reset_on_stop and self.mode == "enforce":
+            try:
+                with self.lock:
+                    self.engine.reset()
+            except RltunedError as exc:
+                self.log.error("reset_on_stop_failed", error=str(exc))
+        if self.control is not None:
+            self.control.stop()
+        self.log.info("stopped")
+
+    # --- reload and control -------------------------------------------------------------------------
+
+    def reload(self, path: Path | None = None) -> dict[str, Any]:
+        """Swap in a new model only after it validated; SIGHUP re-reads the config file's model path."""
+        self.notifier.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
+        try:
+            if path is None and self.config_path is not None:
+                fresh = config_mod.load(self.config_path)
+                path = fresh.policy.model
+            if path is None:
+                return {"ok": False, "error": "no model path given or configured; old model keeps serving"}
+            try:
+                model = validated_model(path, self.engine)
+            except ModelLoadError as exc:
+                self.metrics.fallbacks.labels("reload_rejected").inc()
+                self.log.error("reload_rejected", path=str(path), error=str(exc))
+                return {"ok": False, "error": str(exc), "serving": self._model_name()}
+            with self.lock:
+                self.engine.model = model
+                self.engine.model_problem = None
+                self.metrics.set_model(model.manifest, time.time())
+            self.log.info("model_reloaded", path=str(path), sha256=model.manifest.get("sha256"))
+            return {"ok": True, "serving": self._model_name()}
+        except RltunedError as exc:
+            self.log.error("reload_failed", error=str(exc))
+            return {"ok": False, "error": str(exc), "serving": self._model_name()}
+        finally:
+            self.notifier.notify("READY=1")
+
+    def _model_name(self) -> str | None:
+        model = self.engine.model
+        return f"{model.path} ({str(model.manifest.get('sha256', ''))[:12]})" if model else None
+
+    def handle(self, request: Any) -> dict[str, Any]:
+        command = request.get("command")
+        if command == "status":
+            return self.status()
+        if command == "pause":
+            self.paused = True
+            self.metrics.paused.set(1)
+            self.log.info("paused")
+            return {"ok": True, "paused": True}
+        if command == "resume":
+            self.paused = False
+            self.metrics.paused.set(0)
+            self.log.info("resumed")
+            return {"ok": True, "paused": False}
+        if command == "reload-model":
+            raw = request.get("path")
+            return self.reload(Path(raw) if raw else None)
+        if command in ("plan", "explain"):
+            with self.lock:
+                view = self.engine.read()
+                decision = self.engine.decide(view)
+            if command == "plan":
+                return {"ok": True, "mode": self.mode, "rows": plan_rows(decision)}
+            return {"ok": True, **explain_job(decision, int(request.get("job_id", -1)))}
+        return {"ok": False, "error": f"unknown command {command!r}"}
+
+    def status(self) -> dict[str, Any]:
+        last: TickReport | None = self.engine.last
+        return {
+            "ok": True,
+            "mode": self.mode,
+            "paused": self.paused,
+            "model": self._model_name(),
+            "model_problem": self.engine.model_problem,
+            "base": self.settings.policy.base,
+            "ticks": self.engine.ticks,
+            "last_tick": last.summary() if last else None,
+            "metrics_port": self.metrics_port,
+            "ledger_jobs": len(self.engine.ledger),
+        }
+
+
+def run_once(settings: Settings, config_path: Path | None, mode: str | None) -> TickReport:
+    """`rltuned --once`: one tick with the configured model (or base policy), no socket, no metrics server."""
+    service = Service(replace_metrics_off(settings), config_path, mode)
+    return service.engine.tick(service.mode)
+
+
+def replace_metrics_off(settings: Settings) -> Settings:
+    return settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"enabled": False})})

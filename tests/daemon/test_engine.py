@@ -1,0 +1,196 @@
+"""The tick's rules on recorded Slurm output: shadow writes nothing, enforce makes Slurm's order the
+plan's, failures are counted and survived, and the fallbacks take over."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import torch
+
+from rltuned.daemon.config import Settings
+from rltuned.daemon.engine import Engine
+from rltuned.daemon.ledger import Ledger
+from rltuned.slurm.adapter import Outcome, UpdateResult
+from tests.daemon.fakes import FakeAdapter
+
+MANAGED = {5, 6, 9, 11, 12, 13}  # the recorded lab's pending GPU jobs
+
+
+def settings(**sections: dict[str, object]) -> Settings:
+    return Settings(**sections)
+
+
+def engine(adapter: FakeAdapter, tmp_path: Path, **sections: dict[str, object]) -> Engine:
+    return Engine(settings(**sections), adapter, None, Ledger.in_dir(tmp_path))
+
+
+def priorities(adapter: FakeAdapter) -> dict[int, int]:
+    return {j["job_id"]: j["priority"] for j in adapter.squeue["jobs"] if j["job_state"] == "PENDING"}
+
+
+def test_shadow_mode_writes_nothing_but_plans_everything(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    report = engine(adapter, tmp_path).tick("shadow")
+    assert report.result == "ok"
+    assert adapter.writes == []
+    assert report.decision is not None
+    assert {j.job_id for j in report.decision.plan.jobs} == MANAGED
+    assert report.decision.plan.actions
+
+
+def test_enforce_makes_slurms_order_the_plans_and_a_second_tick_writes_nothing(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    eng = engine(
+        adapter,
+        tmp_path,
+        apply={"mode": "enforce"},
+        placement={"oversubscribe": False, "steer_untyped": False},
+    )
+    report = eng.tick()
+    assert report.decision is not None
+    plan_order = [j.job_id for j in report.decision.plan.jobs]
+    now = priorities(adapter)
+    assert sorted(plan_order, key=lambda j: -now[j]) == plan_order
+    assert report.applied == {"priority:ok": len(MANAGED)}
+    adapter.writes.clear()
+    again = eng.tick()
+    assert again.applied == {}
+    assert adapter.writes == []
+
+
+def test_exempt_partitions_and_held_jobs_are_never_written(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    adapter.squeue["jobs"][4]["partition"] = "sla"  # job 5
+    adapter.squeue["jobs"][5]["priority"] = 0  # job 6: held
+    eng = engine(adapter, tmp_path, apply={"mode": "enforce"}, slurm={"exempt_partitions": ["sla"]})
+    report = eng.tick()
+    touched = {job for job, _ in adapter.writes}
+    assert touched and not touched & {5, 6}
+    assert report.decision is not None
+    assert report.decision.view.report.exempt_partition == 1
+    assert report.decision.view.report.held == 1
+
+
+def test_a_failed_scontrol_is_counted_logged_and_not_retried_within_the_tick(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def refuse(job: int, fields: Mapping[str, str]) -> UpdateResult:
+        calls.append(job)
+        if job == 9:
+            return UpdateResult(Outcome.DENIED, "Access/permission denied for job 9")
+        if job == 13:
+            return UpdateResult(Outcome.GONE, "Invalid job id specified")
+        return UpdateResult(Outcome.OK)
+
+    adapter = FakeAdapter(answer=refuse)
+    report = engine(adapter, tmp_path, apply={"mode": "enforce"}, placement={"oversubscribe": False}).tick()
+    assert calls.count(9) == 1 and calls.count(13) == 1
+    assert report.applied["priority:denied"] == 1
+    assert report.applied["priority:gone"] == 1
+    assert report.summary()["actions_failed"] == 2
+
+
+def test_unreadable_slurm_skips_the_tick(tmp_path: Path) -> None:
+    adapter = FakeAdapter(fail_read="squeue timed out after 10 s (slurmctld unreachable?)")
+    eng = engine(adapter, tmp_path, apply={"mode": "enforce"})
+    report = eng.tick()
+    assert report.result == "error" and "unreachable" in (report.error or "")
+    assert adapter.writes == []
+    assert eng.metrics.slurm_up._value.get() == 0
+
+
+def test_garbage_job_records_are_skipped_and_counted_not_fatal(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    adapter.squeue["jobs"][4]["submit_time"] = "yesterday"
+    adapter.squeue["jobs"].append({"job_id": "x"})
+    report = engine(adapter, tmp_path).tick("shadow")
+    assert report.result == "ok"
+    assert report.decision is not None
+    assert report.decision.view.report.skipped_malformed == 2
+
+
+class _Broken:
+    """A model whose forward pass raises, as a corrupt or incompatible TorchScript would at run time."""
+
+    manifest: ClassVar[dict[str, object]] = {}
+    path = Path("broken")
+
+    def scores(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("The following operation failed in the TorchScript interpreter")
+
+
+def test_a_broken_model_falls_back_to_the_base_policy_for_the_tick(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    eng = engine(adapter, tmp_path)
+    eng.model = _Broken()  # type: ignore[assignment]
+    report = eng.tick("shadow")
+    assert report.decision is not None
+    assert report.decision.ranking.source == "base"
+    assert "model failed" in (report.decision.ranking.fallback or "")
+    assert eng.metrics.fallbacks.labels("model_error")._value.get() == 1
+
+
+def test_a_solver_timeout_falls_back_to_greedy_pack(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    for job in adapter.squeue["jobs"]:  # free the cluster so the top jobs can be placed
+        if job["job_state"] == "RUNNING":
+            job["job_state"] = "COMPLETED"
+    for node in adapter.sinfo["nodes"]:
+        gpu_type = node["gres"].rsplit(":", 1)[0]  # gpu:p100:4 -> gpu:p100
+        node["gres_used"] = f"{gpu_type}:0(IDX:N/A)"
+        node["alloc_cpus"] = 0
+    report = engine(adapter, tmp_path, placement={"time_limit_ms": 0}).tick("shadow")
+    assert report.decision is not None
+    assert report.decision.placements.outcome == "fallback"
+    assert report.decision.placements.by_job
+
+
+def test_reset_restores_multifactor_with_hold_and_release(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    eng = engine(adapter, tmp_path, apply={"mode": "enforce"}, placement={"oversubscribe": False})
+    eng.tick()
+    assert len(eng.ledger) == len(MANAGED)
+    adapter.writes.clear()
+    counts = Engine(
+        settings(), adapter, None, Ledger.in_dir(tmp_path)
+    ).reset()  # a new process: ledger on disk
+    assert counts == {"priority:ok": len(MANAGED)}
+    assert [w for _, w in adapter.writes] == [{"hold": ""}, {"release": ""}] * len(MANAGED)
+    assert len(Ledger.in_dir(tmp_path)) == 0
+
+
+@pytest.mark.parametrize("lever", ["site_factor"])
+def test_site_factor_lever_writes_bounded_non_negative_factors(tmp_path: Path, lever: str) -> None:
+    adapter = FakeAdapter()
+    report = engine(
+        adapter, tmp_path, apply={"mode": "enforce", "lever": lever, "site_factor_max": 600}
+    ).tick()
+    values = [int(f["SiteFactor"]) for _, f in adapter.writes if "SiteFactor" in f]
+    assert len(values) == len(MANAGED)
+    assert max(values) == 600 and min(values) > 0
+    assert report.decision is not None
+    order = [j.job_id for j in report.decision.plan.jobs]
+    by_job = {job: int(f["SiteFactor"]) for job, f in adapter.writes if "SiteFactor" in f}
+    assert [by_job[j] for j in order] == sorted(by_job.values(), reverse=True)
+
+
+def test_a_working_model_ranks_by_its_scores(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    eng = engine(adapter, tmp_path)
+
+    class _Reversing:
+        manifest: ClassVar[dict[str, object]] = {}
+        path = Path("last")
+
+        def scores(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return torch.arange(256, dtype=torch.float32)  # higher for later rows: the base order reversed
+
+    eng.model = _Reversing()  # type: ignore[assignment]
+    report = eng.tick("shadow")
+    assert report.decision is not None
+    ranks = [(j.rank, j.base_rank) for j in report.decision.plan.jobs]
+    n = len(ranks)
+    assert all(rank == n - 1 - base for rank, base in ranks)

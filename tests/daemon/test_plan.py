@@ -1,0 +1,75 @@
+"""Priority targets: Slurm's order must equal the plan, within the band, with as few writes as possible."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rltuned.daemon.plan import priority_targets
+
+LOW, HIGH, STEP = 1_000, 10_000_000, 1_000
+
+
+def _strictly_decreasing(order: list[int], targets: dict[int, int]) -> bool:
+    values = [targets[j] for j in order]
+    return all(a > b for a, b in itertools.pairwise(values))
+
+
+def test_a_fresh_queue_is_numbered_step_apart_from_below_the_top() -> None:
+    targets = priority_targets([7, 3, 9], {}, {}, LOW, HIGH, STEP)
+    assert _strictly_decreasing([7, 3, 9], targets)
+    assert targets[7] - targets[3] == STEP
+    assert targets[7] < HIGH  # headroom above for jobs that later move to the front
+
+
+def test_an_unchanged_plan_keeps_every_value() -> None:
+    first = priority_targets([1, 2, 3], {}, {}, LOW, HIGH, STEP)
+    assert priority_targets([1, 2, 3], first, first, LOW, HIGH, STEP) == first
+
+
+def test_a_new_job_slots_in_between_without_moving_the_others() -> None:
+    first = priority_targets([1, 2, 3], {}, {}, LOW, HIGH, STEP)
+    second = priority_targets([1, 4, 2, 3], first, first, LOW, HIGH, STEP)
+    assert {j: second[j] for j in (1, 2, 3)} == first
+    assert first[1] > second[4] > first[2]
+
+
+def test_values_rltuned_did_not_write_are_never_trusted() -> None:
+    """A multifactor priority that happens to be in order is still replaced: only fixed values are ours."""
+    current = {1: 5_000_000, 2: 4_000_000}
+    targets = priority_targets([1, 2], current, {}, LOW, HIGH, STEP)
+    assert targets != current
+
+
+def test_a_value_slurm_changed_since_we_wrote_it_is_rewritten() -> None:
+    first = priority_targets([1, 2], {}, {}, LOW, HIGH, STEP)
+    drifted = {1: first[1], 2: first[2] + 5}
+    targets = priority_targets([1, 2], drifted, first, LOW, HIGH, STEP)
+    assert targets[1] == first[1]
+    assert _strictly_decreasing([1, 2], targets)
+
+
+@given(
+    st.lists(st.integers(0, 60), min_size=1, max_size=40, unique=True),
+    st.permutations(list(range(61))),
+    st.integers(1, 3),
+)
+def test_targets_are_strictly_decreasing_in_band_after_any_reorder(
+    first_order: list[int], shuffled: list[int], step_scale: int
+) -> None:
+    step = STEP * step_scale
+    first = priority_targets(first_order, {}, {}, LOW, HIGH, step)
+    later = [j for j in shuffled if j in first or j % 3 == 0][:50]
+    targets = priority_targets(later, first, first, LOW, HIGH, step)
+    assert set(targets) == set(later)
+    assert _strictly_decreasing(later, targets)
+    assert all(LOW <= v <= HIGH for v in targets.values())
+
+
+@given(st.integers(2, 40))
+def test_a_narrow_band_still_orders_when_it_can(n: int) -> None:
+    order = list(range(n))
+    targets = priority_targets(order, {}, {}, 1, n, 1000)
+    assert _strictly_decreasing(order, targets)

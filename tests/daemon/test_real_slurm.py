@@ -1,0 +1,238 @@
+"""The daemon against the real local Slurm 22.05 lab (scripts/slurm-lab): reads, plans, writes, resets.
+
+The lab has p100-[1-2] (4 GPUs), k80-[1-2] (2) and m40-1 (1), partitions `main` and `sla`, and
+multifactor priorities of 1000 for every new job, so without rltuned Slurm runs pending jobs FIFO. The
+tests rank with SJF (or the shipped model) so that the plan's order differs from Slurm's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.slurm_lab import SlurmLab
+
+pytestmark = pytest.mark.slurm
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / "models" / "philly-fcfs-bsld"
+
+
+def config(tmp_path: Path, lab: SlurmLab, **overrides: Any) -> Path:
+    sections: dict[str, dict[str, Any]] = {
+        "slurm": {"conf": str(lab.conf), "exempt_partitions": ["sla"], "command_timeout_s": 3.0},
+        "policy": {"base": "sjf"},
+        "placement": {"oversubscribe": False},
+        "apply": {"mode": "shadow"},
+        "daemon": {"state_dir": str(tmp_path / "state"), "interval_s": 1.0, "backoff_max_s": 2.0},
+        "control": {"socket": str(tmp_path / "control.sock")},
+        "metrics": {"enabled": False},
+    }
+    for key, value in overrides.items():
+        section, _, name = key.partition("__")
+        sections.setdefault(section, {})[name] = value
+    lines: list[str] = []
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    path = tmp_path / "rltuned.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cli(*argv: str, module: str = "rltuned.daemon_cli") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *argv], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def pending_priorities(lab: SlurmLab) -> dict[int, int]:
+    return {j["job_id"]: j["priority"] for j in lab.squeue_json()["jobs"] if j["job_state"] == "PENDING"}
+
+
+def fill_cluster(lab: SlurmLab) -> list[int]:
+    """Blockers on every GPU, so that everything submitted next pends."""
+    ids = [lab.sbatch(g, minutes=30, user="carol") for g in ("p100:4", "p100:4", "k80:2", "k80:2", "m40:1")]
+    for job_id in ids:
+        lab.wait_state(job_id, "RUNNING")
+    return ids
+
+
+def queue_for_sjf(lab: SlurmLab) -> list[int]:
+    """p100/untyped 2-GPU jobs, each submitted later but shorter: SJF reverses FIFO."""
+    users = ["alice", "bob", "carol", "alice", "bob", "carol"]
+    gres = ["p100:2", "2", "p100:2", "p100:2", "2", "p100:2"]
+    return [
+        lab.sbatch(g, minutes=60 - 5 * i, user=u) for i, (g, u) in enumerate(zip(gres, users, strict=True))
+    ]
+
+
+def plan_json(path: Path) -> list[dict[str, Any]]:
+    proc = cli("plan", "--config", str(path), "--json", module="rltuned.cli")
+    assert proc.returncode == 0, proc.stderr
+    rows: list[dict[str, Any]] = json.loads(proc.stdout)["rows"]
+    return rows
+
+
+def test_enforce_tick_sets_the_plans_priorities_and_slurm_follows_them(
+    clean_lab: SlurmLab, tmp_path: Path
+) -> None:
+    lab = clean_lab
+    blockers = fill_cluster(lab)
+    managed = queue_for_sjf(lab)
+    exempt = lab.sbatch("p100:1", minutes=5, user="bob", partition="sla")
+    held = lab.sbatch("k80:1", minutes=5, user="alice")
+    lab.run(["scontrol", "hold", str(held)])
+    before = pending_priorities(lab)
+    path = config(tmp_path, lab)
+
+    proc = cli("--config", str(path), "--once", "--mode", "enforce")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["managed"] == len(managed)
+    assert summary["left_alone"] == {"exempt_partition": 1, "held": 1}
+    assert summary["actions_applied"] == len(managed) and summary["actions_failed"] == 0
+
+    after = pending_priorities(lab)
+    rows = plan_json(path)  # what a next tick would do: nothing, since Slurm already matches
+    assert [r["job"] for r in rows] == managed[::-1]  # SJF: the last submitted is the shortest
+    assert all(r["priority_now"] == r["target"] and r["actions"] == "" for r in rows)
+    assert [after[j] for j in managed[::-1]] == sorted((after[j] for j in managed), reverse=True)
+    for untouched in (exempt, held):
+        assert after[untouched] == before[untouched]
+    assert lab.job_field(held, "Reason") == "JobHeldAdmin"
+
+    lab.run(["scancel", str(blockers[0])])  # frees 4 P100s: room for the plan's two best 2-GPU jobs
+    top_two = managed[::-1][:2]
+    for job_id in top_two:
+        lab.wait_state(job_id, "RUNNING", timeout=20)
+    for job_id in managed[::-1][2:]:
+        assert lab.job_field(job_id, "JobState") == "PENDING"  # FIFO would have started managed[0:2]
+
+
+def test_shadow_mode_changes_nothing(clean_lab: SlurmLab, tmp_path: Path) -> None:
+    lab = clean_lab
+    fill_cluster(lab)
+    queue_for_sjf(lab)
+    before = pending_priorities(lab)
+    proc = cli("--config", str(config(tmp_path, lab)), "--once")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["mode"] == "shadow" and summary["planned_actions"] == len(before)
+    assert summary["actions_applied"] == 0
+    assert pending_priorities(lab) == before
+
+
+def test_reset_restores_multifactors_own_priorities(clean_lab: SlurmLab, tmp_path: Path) -> None:
+    lab = clean_lab
+    fill_cluster(lab)
+    managed = queue_for_sjf(lab)
+    before = pending_priorities(lab)
+    path = config(tmp_path, lab)
+    assert cli("--config", str(path), "--once", "--mode", "enforce").returncode == 0
+    assert pending_priorities(lab) != before
+    proc = cli("reset", "--config", str(path), module="rltuned.cli")
+    assert proc.returncode == 0, proc.stderr
+    assert pending_priorities(lab) == before
+    assert all(lab.job_field(j, "Reason") != "JobHeldAdmin" for j in managed)  # released again
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        body: bytes = response.read()
+    return body.decode()
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not exported")
+
+
+def test_the_daemon_runs_ticks_survives_a_slurmctld_restart_and_exports_metrics(
+    clean_lab: SlurmLab, tmp_path: Path
+) -> None:
+    lab = clean_lab
+    fill_cluster(lab)
+    queue_for_sjf(lab)
+    path = config(tmp_path, lab, metrics__enabled=True, metrics__port=0, policy__model=str(MODEL))
+    log = (tmp_path / "daemon.log").open("w+")
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "rltuned.daemon_cli", "--config", str(path), "--mode", "enforce"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "NOTIFY_SOCKET": ""},
+    )
+    try:
+        events = _wait_for(log, lambda e: e.get("event") == "tick" and e.get("result") == "ok", 30)
+        port = next(e["port"] for e in events if e.get("event") == "metrics_listening")
+        lab.stop_controller()
+        _wait_for(log, lambda e: e.get("event") == "tick" and e.get("result") == "error", 30)
+        lab.start_controller()
+        restarted = time.monotonic()
+        _wait_for(log, lambda e: e.get("event") == "tick" and e.get("result") == "ok", 30, after_error=True)
+        assert time.monotonic() - restarted < 10  # within a tick or two of the backoff (max 2 s) plus a read
+        text = _scrape(port)
+        assert _metric(text, 'rltuned_ticks_total{result="error"}') >= 1
+        assert _metric(text, 'rltuned_ticks_total{result="ok"}') >= 2
+        assert _metric(text, "rltuned_slurmctld_up") == 1
+        assert _metric(text, "rltuned_pending_jobs") == 6
+        assert 'rltuned_model_info{base_policy="fcfs"' in text
+        assert _metric(text, "rltuned_last_successful_tick_timestamp_seconds") > time.time() - 30
+    finally:
+        daemon.terminate()
+        code = daemon.wait(timeout=60)
+        log.close()
+    assert code == 0
+    lines = (tmp_path / "daemon.log").read_text().splitlines()
+    assert any(json.loads(line).get("event") == "stopped" for line in lines)
+    assert not any("Traceback" in line for line in lines)
+
+
+def _wait_for(log: Any, match: Any, timeout: float, after_error: bool = False) -> list[dict[str, Any]]:
+    """Poll the daemon's JSON log until an event matches (after the last error event, if asked)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log.flush()
+        events = [
+            json.loads(line) for line in Path(log.name).read_text().splitlines() if line.startswith("{")
+        ]
+        start = 0
+        if after_error:
+            errors = [i for i, e in enumerate(events) if e.get("result") == "error"]
+            start = errors[-1] + 1 if errors else 0
+        if any(match(e) for e in events[start:]):
+            return events
+        time.sleep(0.2)
+    raise AssertionError(f"no matching event within {timeout} s:\n{Path(log.name).read_text()[-3000:]}")
+
+
+def test_the_text_fallback_reads_the_same_snapshot_as_json(clean_lab: SlurmLab) -> None:
+    """The pinned `-O` formats are checked against this real 22.05, not only against recorded text."""
+    from rltuned.slurm.cli_backend import CliAdapter
+    from rltuned.slurm.parse import read_view
+
+    lab = clean_lab
+    fill_cluster(lab)
+    queue_for_sjf(lab)
+    adapter = CliAdapter(lab.conf)
+    json_read = adapter.read()
+    adapter._text_mode = True  # as after a Slurm without JSON output
+    text_read = adapter.read()
+    assert (json_read.source, text_read.source) == ("json", "text")
+    a = read_view(json_read.squeue, json_read.sinfo, json_read.now)
+    b = read_view(text_read.squeue, text_read.sinfo, json_read.now)
+    assert b.report.skipped_malformed == 0, b.report.problems
+    assert b.snapshot.cluster == a.snapshot.cluster
+    assert b.snapshot.free_gpus == a.snapshot.free_gpus
+    assert b.snapshot.pending == a.snapshot.pending
+    assert [r.job.id for r in b.snapshot.running] == [r.job.id for r in a.snapshot.running]

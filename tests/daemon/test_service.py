@@ -1,0 +1,187 @@
+"""The service around the engine: control socket permissions, model reload, metrics over HTTP, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rltuned.daemon.config import Settings
+from rltuned.daemon.control import request
+from rltuned.daemon.service import Service
+from tests.daemon.fakes import FakeAdapter
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS = REPO / "models"
+FIXTURES = REPO / "tests" / "fixtures" / "slurm"
+
+
+def service(tmp_path: Path, **sections: dict[str, object]) -> Service:
+    base: dict[str, dict[str, object]] = {
+        "daemon": {"state_dir": str(tmp_path / "state")},
+        "control": {"socket": str(tmp_path / "ctl.sock")},
+        "metrics": {"enabled": False},
+    }
+    for name, values in sections.items():
+        base.setdefault(name, {}).update(values)
+    svc = Service(Settings(**base), None)  # type: ignore[arg-type]
+    svc.engine.adapter = FakeAdapter()
+    return svc
+
+
+def test_reload_rejects_a_bad_model_and_keeps_the_old_one_serving(tmp_path: Path) -> None:
+    svc = service(tmp_path, policy={"model": str(MODELS / "philly-fcfs-bsld")})
+    svc.engine.tick("shadow")
+    old = svc.engine.model
+    assert old is not None
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "manifest.json").write_text((MODELS / "itp-fcfs-bsld" / "manifest.json").read_text())
+    (broken / "actor.pt").write_bytes((MODELS / "itp-fcfs-bsld" / "actor.pt").read_bytes()[:-10])
+    reply = svc.reload(broken)
+    assert reply["ok"] is False and "sha256" in reply["error"]
+    assert svc.engine.model is old
+    reply = svc.reload(MODELS / "itp-fcfs-bsld")
+    assert reply["ok"] is True
+    assert svc.engine.model is not old
+    itp = json.loads((MODELS / "itp-fcfs-bsld" / "manifest.json").read_text())["sha256"]
+    series = [s for m in svc.metrics.registry.collect() for s in m.samples if s.name == "rltuned_model_info"]
+    assert [s.labels["model_sha256"] for s in series] == [itp]  # the old model's series is gone
+
+
+def test_a_missing_model_at_start_falls_back_to_the_base_policy(tmp_path: Path) -> None:
+    svc = service(tmp_path, policy={"model": str(tmp_path / "nowhere")})
+    assert svc.engine.model is None
+    report = svc.engine.tick("shadow")
+    assert report.result == "ok"
+    assert "model unavailable" in (svc.engine.model_problem or "")
+    assert report.summary()["ranked_by"] == "base"
+
+
+def test_the_control_socket_answers_status_pause_and_resume(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    svc.start()
+    try:
+        sock = tmp_path / "ctl.sock"
+        assert oct(sock.stat().st_mode & 0o777) == "0o660"
+        assert request(sock, {"command": "pause"})["paused"] is True
+        status = request(sock, {"command": "status"})
+        assert status["paused"] is True and status["mode"] == "shadow"
+        assert request(sock, {"command": "resume"})["paused"] is False
+        plan = request(sock, {"command": "plan"})
+        assert plan["ok"] and len(plan["rows"]) == 6
+        explained = request(sock, {"command": "explain", "job_id": 9})
+        assert explained["managed"] and set(explained["sampled_features"]) <= set(explained["features"])
+    finally:
+        svc.control.stop()  # type: ignore[union-attr]
+
+
+def _connect_as(uid: int, sock: Path) -> str:
+    """Connect from a forked child that dropped to `uid` (no exec: the venv may be unreadable to others)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read_end)
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(str(sock))
+                s.sendall(b'{"command": "status"}\n')
+                answer = s.recv(4096).decode()
+        except OSError as exc:
+            answer = f"OSError: {exc.strerror}"
+        os.write(write_end, answer.encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        answer = pipe.read()
+    os.waitpid(pid, 0)
+    return answer
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_other_users_are_refused_by_mode_and_by_credentials() -> None:
+    tmp_path = Path(tempfile.mkdtemp(prefix="rltuned-ctl-", dir="/tmp"))  # pytest's tmp is 0700 to others
+    tmp_path.chmod(0o755)
+    svc = service(tmp_path)
+    svc.start()
+    try:
+        sock = tmp_path / "ctl.sock"
+        assert _connect_as(4242, sock) == "OSError: Permission denied"  # 0660 root:root: the kernel refuses
+        sock.chmod(0o666)  # even if the mode is loosened, the daemon checks who is calling
+        assert json.loads(_connect_as(4242, sock)) == {"ok": False, "error": "permission denied for uid 4242"}
+    finally:
+        svc.control.stop()  # type: ignore[union-attr]
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_metrics_are_served_over_http(tmp_path: Path) -> None:
+    svc = service(tmp_path, metrics={"enabled": True, "port": 0})
+    svc.start()
+    try:
+        svc.engine.tick("shadow")
+        with urllib.request.urlopen(f"http://127.0.0.1:{svc.metrics_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        assert "rltuned_tick_duration_seconds_bucket" in text
+        assert 'rltuned_ticks_total{result="ok"} 1.0' in text
+        assert 'rltuned_exempt_jobs{reason="held"}' in text
+        assert "rltuned_build_info{" in text
+    finally:
+        svc.control.stop()  # type: ignore[union-attr]
+
+
+def _fake_slurm(bin_dir: Path, delay_s: float) -> Path:
+    """squeue/sinfo that answer with recorded output after a delay; scontrol records its calls."""
+    bin_dir.mkdir()
+    calls = bin_dir / "scontrol.calls"
+    scripts = {
+        "squeue": f"sleep {delay_s}; cat {FIXTURES / 'squeue.json'}",
+        "sinfo": f"cat {FIXTURES / 'sinfo.json'}",
+        "scontrol": f'echo "$@" >> {calls}',
+    }
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    return calls
+
+
+def test_sigterm_mid_tick_abandons_the_plan_and_exits_zero(tmp_path: Path) -> None:
+    calls = _fake_slurm(tmp_path / "bin", delay_s=2.0)
+    cfg = tmp_path / "rltuned.toml"
+    cfg.write_text(
+        f'[slurm]\nbin_dir = "{tmp_path / "bin"}"\n[apply]\nmode = "enforce"\n'
+        f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n[control]\nsocket = "{tmp_path / "ctl.sock"}"\n'
+        '[metrics]\nenabled = false\n[log]\nformat = "json"\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rltuned.daemon_cli", "--config", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the first snapshot (slow squeue) is taken; the first tick then starts
+        if '"first_snapshot"' in line:
+            break
+    time.sleep(0.5)  # inside the first tick's 2 s squeue
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=30) == 0
+    events = [json.loads(line) for line in rest.splitlines() if line.startswith("{")]
+    ticks = [e for e in events if e["event"] == "tick"]
+    assert [t["result"] for t in ticks] == ["abandoned"]
+    assert not calls.exists()  # nothing was written to Slurm
+    assert events[-1]["event"] == "stopped"

@@ -1,0 +1,195 @@
+"""A real local Slurm 22.05 lab for tests, driven through ``scripts/slurm-lab`` (fixtures in conftest.py).
+
+``lab_session()`` brings a fresh lab up in a unique directory under /tmp and tears it down afterwards;
+``SlurmLab`` wraps the Slurm client commands the tests need. Needs root (apt-get, munged, slurmctld).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "slurm-lab"
+SKIP_ENV = "RLTUNED_SKIP_SLURM"
+USABLE = frozenset({"idle", "mix", "alloc"})
+
+
+class SlurmLabError(RuntimeError):
+    """The lab could not be brought up, or a Slurm command failed or timed out."""
+
+
+def slurm_skipped() -> bool:
+    """True when the user asked to skip the Slurm lab tests (``RLTUNED_SKIP_SLURM=1``)."""
+    return os.environ.get(SKIP_ENV) == "1"
+
+
+def _script(command: str, lab_dir: Path, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SLURM_LAB_DIR": str(lab_dir)}
+    return subprocess.run(
+        [str(SCRIPT), command], env=env, text=True, capture_output=True, timeout=timeout, check=False
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(") ", 1)[-1][:1] != "Z"
+
+
+class SlurmLab:
+    """A running lab: its directory, its slurm.conf and helpers around the Slurm client commands."""
+
+    def __init__(self, lab_dir: Path) -> None:
+        self.dir = lab_dir
+        self.conf = lab_dir / "etc" / "slurm.conf"
+        self.env: dict[str, str] = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self.nodes: list[str] = re.findall(r"^NodeName=(\S+)", self.conf.read_text(), flags=re.M)
+
+    def run(
+        self, argv: list[str], user: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm client command against the lab, as ``user`` (through runuser) when given."""
+        cmd = argv if user is None else ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.conf}", *argv]
+        try:
+            proc = subprocess.run(
+                cmd, env=self.env, cwd=self.dir, text=True, capture_output=True, timeout=30, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise SlurmLabError(f"{cmd} timed out after 30 s") from exc
+        if check and proc.returncode != 0:
+            raise SlurmLabError(f"{cmd} failed: expected exit code 0, got {proc.returncode}: {proc.stderr}")
+        return proc
+
+    def sbatch(
+        self,
+        gpus: str | None,
+        minutes: int = 10,
+        user: str | None = None,
+        partition: str | None = None,
+        extra: Sequence[str] = (),
+        sleep: int = 600,
+    ) -> int:
+        """Submit ``sleep N`` asking for ``--gres=gpu:<gpus>`` (e.g. "p100:2" or "2"); return the job id."""
+        argv = ["sbatch", "--parsable", "-t", str(minutes), "-o", "/dev/null"]
+        if gpus is not None:
+            argv.append(f"--gres=gpu:{gpus}")
+        if partition is not None:
+            argv += ["-p", partition]
+        argv += [*extra, "--wrap", f"sleep {sleep}"]
+        return int(self.run(argv, user=user).stdout.strip().split(";")[0])
+
+    def job_ids(self) -> list[int]:
+        """Every job the controller still lists, in any state."""
+        return [int(line) for line in self.run(["squeue", "-h", "-o", "%A"]).stdout.split()]
+
+    def cancel_all(self, timeout: float = 30.0) -> None:
+        """Cancel every job and wait until squeue is empty."""
+        ids = self.job_ids()
+        if ids:
+            self.run(["scancel", *map(str, ids)], check=False)
+        self._poll(lambda: not self.job_ids(), timeout, "the queue to empty")
+
+    def node_states(self) -> dict[str, str]:
+        """Compact node states by name (``idle``, ``mix``, ``alloc``, ``unk*`` ...)."""
+        out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False).stdout
+        states: dict[str, str] = {}
+        for line in out.splitlines():
+            name, _, state = line.partition(" ")
+            states[name] = state.strip()
+        return states
+
+    def wait_idle(self, timeout: float = 30.0) -> None:
+        """Wait until every node of the lab is idle."""
+        self._poll(lambda: self._nodes_in({"idle"}), timeout, "every node to be idle")
+
+    def wait_usable(self, timeout: float = 30.0) -> None:
+        """Wait until every node responds (idle, mixed or allocated)."""
+        self._poll(lambda: self._nodes_in(USABLE), timeout, "every node to respond")
+
+    def stop_controller(self, timeout: float = 15.0) -> None:
+        """Stop slurmctld only (SIGTERM, saving its state); slurmds and running jobs stay."""
+        pid = int((self.dir / "run" / "slurmctld.pid").read_text())
+        if not _alive(pid):
+            raise SlurmLabError(f"slurmctld (pid {pid}) is not running")
+        os.kill(pid, signal.SIGTERM)
+        try:
+            self._poll(lambda: not _alive(pid), timeout, "slurmctld to exit")
+        except SlurmLabError:
+            os.kill(pid, signal.SIGKILL)
+            raise
+
+    def start_controller(self, timeout: float = 30.0) -> None:
+        """Restart slurmctld on its saved state and wait until every node responds again."""
+        proc = _script("up", self.dir, timeout=timeout + 30)
+        if proc.returncode != 0:
+            raise SlurmLabError(f"slurm-lab up (restart slurmctld) failed:\n{proc.stderr}")
+        self.wait_usable(timeout)
+
+    def squeue_json(self) -> dict[str, Any]:
+        """``squeue --json`` (every job; 22.05 ignores -t and -u there)."""
+        data: dict[str, Any] = json.loads(self.run(["squeue", "--json"]).stdout)
+        return data
+
+    def sinfo_json(self) -> dict[str, Any]:
+        """``sinfo --json`` (``nodes[]`` with name, state, gres, gres_used, partitions ...)."""
+        data: dict[str, Any] = json.loads(self.run(["sinfo", "--json"]).stdout)
+        return data
+
+    def job_field(self, job_id: int, field: str) -> str:
+        """One ``Key=value`` field of ``scontrol show job -o`` (values with spaces are cut at the space)."""
+        out = self.run(["scontrol", "show", "job", "-o", str(job_id)]).stdout
+        match = re.search(rf"(?:^|\s){re.escape(field)}=(\S*)", out)
+        if match is None:
+            raise SlurmLabError(f"job {job_id}: expected a {field}= field, got {out!r}")
+        return match.group(1)
+
+    def wait_state(self, job_id: int, state: str, timeout: float = 15.0) -> None:
+        """Wait until the job's JobState is ``state`` (e.g. RUNNING, PENDING)."""
+        self._poll(lambda: self.job_field(job_id, "JobState") == state, timeout, f"job {job_id} {state}")
+
+    def _nodes_in(self, states: set[str] | frozenset[str]) -> bool:
+        current = self.node_states()
+        return all(current.get(node) in states for node in self.nodes)
+
+    def _poll(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise SlurmLabError(f"timed out after {timeout:g} s waiting for {what}")
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def lab_session() -> Iterator[SlurmLab]:
+    """Bring a fresh lab up in a unique /tmp directory, yield it, then bring it down and remove it."""
+    if os.geteuid() != 0:
+        raise SlurmLabError(
+            f"the Slurm lab needs root (apt-get, munged, slurmctld); run the tests as root, "
+            f"or set {SKIP_ENV}=1 to skip the tests marked 'slurm'"
+        )
+    # mkdtemp makes a 0700 directory; lab users (alice, ...) must reach slurm.conf and the munge socket.
+    lab_dir = Path(tempfile.mkdtemp(prefix="rltuned-slurm-lab-", dir="/tmp"))
+    lab_dir.chmod(0o755)
+    try:
+        proc = _script("up", lab_dir)
+        if proc.returncode != 0:
+            raise SlurmLabError(
+                f"scripts/slurm-lab up failed (exit code {proc.returncode}):\n{proc.stderr}{proc.stdout}"
+            )
+        yield SlurmLab(lab_dir)
+    finally:
+        _script("down", lab_dir, timeout=120)
+        shutil.rmtree(lab_dir, ignore_errors=True)
