@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -34,8 +35,34 @@ def slurm_skipped() -> bool:
     return os.environ.get(SKIP_ENV) == "1"
 
 
+def _free_ports(count: int, start: int) -> int:
+    """The first port from `start` where `count` consecutive ports are free (a lab may already run)."""
+    port = start
+    while True:
+        taken = False
+        for p in range(port, port + count):
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", p)) == 0:
+                    taken = True
+                    break
+        if not taken:
+            return port
+        port += count + 1
+
+
+def _ports_env(lab_dir: Path) -> dict[str, str]:
+    """Ports chosen when the lab was first brought up, kept in the lab directory for later commands."""
+    saved = lab_dir / "ports.env"
+    if not saved.exists():
+        ctld = _free_ports(1, 6817)
+        nodes = _free_ports(8, 17001)
+        saved.write_text(f"{ctld} {nodes}")
+    ctld_port, node_port = saved.read_text().split()
+    return {"SLURM_LAB_CTLD_PORT": ctld_port, "SLURM_LAB_NODE_PORT0": node_port}
+
+
 def _script(command: str, lab_dir: Path, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SLURM_LAB_DIR": str(lab_dir)}
+    env = {**os.environ, "SLURM_LAB_DIR": str(lab_dir), **_ports_env(lab_dir)}
     return subprocess.run(
         [str(SCRIPT), command], env=env, text=True, capture_output=True, timeout=timeout, check=False
     )

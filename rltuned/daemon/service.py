@@ -10,6 +10,7 @@ thread pings the watchdog only while ticks keep completing.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -72,6 +73,9 @@ class Service:
         self.metrics = Metrics()
         self.stop_event = threading.Event()
         self.reload_event = threading.Event()
+        self.heartbeat_stop = threading.Event()
+        self.wake = threading.Event()
+        """Set by signals to cut the wait between ticks short."""
         self.paused = False
         self.lock = threading.RLock()
         """Held by a tick and by control requests that read or swap engine state."""
@@ -143,10 +147,11 @@ class Service:
 
     def _on_stop(self, signum: int, frame: FrameType | None) -> None:
         self.stop_event.set()
+        self.wake.set()
 
     def _on_hup(self, signum: int, frame: FrameType | None) -> None:
-        self.reload_event.set()
-        self.stop_event.set()  # wake the sleep; run() clears it again for a reload
+        self.reload_event.set()  # handled between ticks, never mid-tick
+        self.wake.set()
 
     # --- the loop -----------------------------------------------------------------------------------
 
@@ -173,27 +178,34 @@ class Service:
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while True:
-            self.stop_event.wait(max(0.0, deadline - time.monotonic()))
-            if self.reload_event.is_set():
+            self.wake.wait(max(0.0, deadline - time.monotonic()))
+            self.wake.clear()
+            if self.reload_event.is_set() and not self.stop_event.is_set():
                 self.reload_event.clear()
-                self.stop_event.clear()
                 self.reload()
                 continue
             if self.stop_event.is_set() or time.monotonic() >= deadline:
                 return
 
     def _start_watchdog(self) -> None:
-        """Ping WATCHDOG=1 every few seconds while the loop shows progress within twice its period."""
-        limit = 2 * self.settings.daemon.interval_s + 2 * self.settings.slurm.command_timeout_s * 4 + 30
+        """Ping WATCHDOG=1 at half of systemd's WATCHDOG_USEC (every 5 s without one) while the loop
+        shows progress: a tick stuck beyond twice its period plus every Slurm timeout stops the pings."""
+        usec = os.environ.get("WATCHDOG_USEC", "")
+        every = int(usec) / 2e6 if usec.isdigit() and int(usec) > 0 else 5.0
+        d = self.settings
+        limit = (
+            2 * d.daemon.interval_s + 4 * d.slurm.command_timeout_s + d.placement.time_limit_ms / 1000 + 30
+        )
 
         def beat() -> None:
-            while not self.stop_event.wait(5.0) or self.reload_event.is_set():
+            while not self.heartbeat_stop.wait(every):
                 if time.monotonic() - self.last_progress < limit:
                     self.notifier.notify("WATCHDOG=1")
 
         threading.Thread(target=beat, name="watchdog", daemon=True).start()
 
     def shutdown(self) -> None:
+        self.heartbeat_stop.set()
         self.notifier.notify("STOPPING=1")
         if self.settings.apply.reset_on_stop and self.mode == "enforce":
             try:
@@ -208,11 +220,14 @@ class Service:
     # --- reload and control -------------------------------------------------------------------------
 
     def reload(self, path: Path | None = None) -> dict[str, Any]:
-        """Swap in a new model only after it validated; SIGHUP re-reads the config file's model path."""
+        """Swap in a new model only after it validated. Without a path (SIGHUP) the config file is read
+        again: if valid, its policy, placement, apply, Slurm and interval settings take effect, and its
+        model is loaded the same way; an invalid file changes nothing."""
         self.notifier.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
         try:
             if path is None and self.config_path is not None:
                 fresh = config_mod.load(self.config_path)
+                self._apply_settings(fresh)
                 path = fresh.policy.model
             if path is None:
                 return {"ok": False, "error": "no model path given or configured; old model keeps serving"}
@@ -233,6 +248,22 @@ class Service:
             return {"ok": False, "error": str(exc), "serving": self._model_name()}
         finally:
             self.notifier.notify("READY=1")
+
+    def _apply_settings(self, fresh: Settings) -> None:
+        fixed = ("control", "metrics", "log")
+        if any(getattr(fresh, name) != getattr(self.settings, name) for name in fixed):
+            self.log.warning(
+                "reload_needs_restart",
+                sections=[n for n in fixed if getattr(fresh, n) != getattr(self.settings, n)],
+            )
+        with self.lock:
+            if fresh.slurm != self.settings.slurm:
+                self.engine.adapter = make_adapter(fresh)
+            self.settings = fresh
+            self.engine.settings = fresh
+            if fresh.daemon.state_dir != self.engine.ledger.path:
+                self.engine.ledger = Ledger.in_dir(fresh.daemon.state_dir)
+        self.log.info("config_reloaded", mode=self.mode, base=fresh.policy.base, lever=fresh.apply.lever)
 
     def _model_name(self) -> str | None:
         model = self.engine.model

@@ -1,0 +1,155 @@
+"""The systemd side: the unit passes `systemd-analyze verify`, READY=1 comes only after start-up, the
+watchdog is fed, SIGHUP reloads config and model, and a reload with a bad config changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+UNIT = REPO / "systemd" / "rltuned.service"
+FIXTURES = REPO / "tests" / "fixtures" / "slurm"
+MODELS = REPO / "models"
+
+
+def unit_settings() -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in UNIT.read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def test_the_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is installed by scripts/setup.sh"
+    binary = Path(sys.executable).with_name("rltuned")
+    unit = tmp_path / "rltuned.service"
+    unit.write_text(UNIT.read_text().replace("/opt/rltuned/bin/rltuned", str(binary)))
+    proc = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stderr.strip() == "", proc.stderr
+
+
+def test_the_unit_is_a_notify_service_with_watchdog_reload_and_torch_safe_hardening() -> None:
+    unit = unit_settings()
+    assert unit["Type"] == ["notify"]
+    assert unit["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    assert int(unit["WatchdogSec"][0]) >= 2 * 60  # twice a default tick, at least
+    assert unit["User"] != ["root"]
+    assert "MemoryDenyWriteExecute" not in unit  # PyTorch's oneDNN JIT needs W+X pages
+    assert unit["NoNewPrivileges"] == ["yes"] and unit["ProtectSystem"] == ["strict"]
+
+
+def fake_slurm(bin_dir: Path, delay_s: float = 0.0) -> None:
+    bin_dir.mkdir()
+    scripts = {
+        "squeue": f"sleep {delay_s}; cat {FIXTURES / 'squeue.json'}",
+        "sinfo": f"cat {FIXTURES / 'sinfo.json'}",
+        "scontrol": "exit 0",
+    }
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+
+
+def write_config(path: Path, tmp_path: Path, model: Path | None, interval: float = 0.5) -> None:
+    model_line = f'model = "{model}"\n' if model else ""
+    path.write_text(
+        f'[slurm]\nbin_dir = "{tmp_path / "bin"}"\n[policy]\n{model_line}'
+        f'[daemon]\ninterval_s = {interval}\nstate_dir = "{tmp_path / "state"}"\n'
+        f'[control]\nsocket = "{tmp_path / "ctl.sock"}"\n[metrics]\nenabled = false\n[log]\nformat = "json"\n'
+    )
+
+
+class Notifications:
+    """A NOTIFY_SOCKET like systemd's: collects the datagrams the daemon sends."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.2)
+        self.seen: list[str] = []
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in m for m in self.seen):
+                return
+            try:
+                self.seen.append(self.sock.recv(4096).decode())
+            except TimeoutError:
+                continue
+        raise AssertionError(f"no {text!r} within {timeout} s; got {self.seen}")
+
+
+@pytest.fixture
+def daemon(tmp_path: Path):  # type: ignore[no-untyped-def]
+    fake_slurm(tmp_path / "bin", delay_s=1.0)
+    config = tmp_path / "rltuned.toml"
+    write_config(config, tmp_path, MODELS / "philly-fcfs-bsld")
+    notify = Notifications(tmp_path / "notify.sock")
+    log = (tmp_path / "daemon.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rltuned.daemon_cli", "--config", str(config)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "1000000"},
+    )
+    yield proc, notify, config, tmp_path / "daemon.log"
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=30)
+    log.close()
+
+
+def events(log: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+
+
+def test_ready_comes_after_the_first_snapshot_and_the_watchdog_is_fed(daemon) -> None:  # type: ignore[no-untyped-def]
+    proc, notify, _config, log = daemon
+    notify.wait_for("READY=1", 60)
+    names = [e["event"] for e in events(log)]
+    assert names.index("model_loaded") < names.index("first_snapshot")  # READY only after both
+    notify.wait_for("WATCHDOG=1", 10)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    notify.wait_for("STOPPING=1", 5)
+
+
+def test_sighup_reloads_the_config_and_its_model_and_a_bad_config_changes_nothing(daemon) -> None:  # type: ignore[no-untyped-def]
+    proc, notify, config, log = daemon
+    notify.wait_for("READY=1", 60)
+    config.write_text(config.read_text().replace("philly-fcfs-bsld", "itp-fcfs-bsld"))
+    proc.send_signal(signal.SIGHUP)
+    notify.wait_for("RELOADING=1", 20)
+    deadline = time.monotonic() + 30
+    while not any(e["event"] == "model_reloaded" for e in events(log)):
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.2)
+    reloaded = next(e for e in events(log) if e["event"] == "model_reloaded")
+    assert "itp-fcfs-bsld" in str(reloaded["path"])
+    config.write_text(config.read_text() + "[apply]\nmoda = 1\n")
+    proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while not any(e["event"] == "reload_failed" for e in events(log)):
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.2)
+    failed = next(e for e in events(log) if e["event"] == "reload_failed")
+    assert "apply.moda: unknown key" in str(failed["error"])
+    assert proc.poll() is None  # still running, still on the ITP model
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    assert [e["event"] for e in events(log)].count("model_reloaded") == 1
