@@ -12,7 +12,7 @@ from typing import Any
 from rltuned import __version__
 from rltuned.clusters import load_cluster
 from rltuned.domain import ClusterSpec, Job
-from rltuned.errors import RltunedError, UsageError
+from rltuned.errors import UsageError, exit_with
 from rltuned.estimates import MODELS, apply_estimates
 from rltuned.placement.milp import MAX_K, MilpConfig
 from rltuned.policies import POLICIES
@@ -377,15 +377,11 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    try:
+    def body() -> int:
         args = build_parser().parse_args(argv)
-        code = COMMANDS[args.command](args)
-    except RltunedError as exc:
-        print(f"rltunectl: error: {exc}", file=sys.stderr)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        code = 130
-    sys.exit(code)
+        return COMMANDS[args.command](args)
+
+    exit_with("rltunectl", body)
 
 
 if __name__ == "__main__":

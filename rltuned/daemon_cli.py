@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rltuned import __version__
 from rltuned.daemon.config import DEFAULT_PATH, load
 from rltuned.daemon.logs import configure
-from rltuned.errors import RltunedError, UsageError
+from rltuned.errors import UsageError, exit_with
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,14 +51,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    try:
-        code = run(argv)
-    except RltunedError as exc:
-        print(f"rltuned: error: {exc}", file=sys.stderr)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        code = 130
-    sys.exit(code)
+    exit_with("rltuned", lambda: run(argv))
 
 
 if __name__ == "__main__":

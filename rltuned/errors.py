@@ -5,6 +5,10 @@ Anything else escaping to `main()` is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
 
 class RltunedError(Exception):
     """Base of every error rltuned expects and reports in one line."""
@@ -47,3 +51,15 @@ class SlurmError(RltunedError):
 
 class ModelLoadError(RltunedError):
     """A model file that is missing, corrupt or does not match its manifest."""
+
+
+def exit_with(prog: str, body: Callable[[], int]) -> NoReturn:
+    """Run a command's body and exit: expected errors print one line and their exit code, Ctrl-C 130."""
+    try:
+        code = body()
+    except RltunedError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
