@@ -3,6 +3,7 @@ plan's, failures are counted and survived, and the fallbacks take over."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -14,6 +15,7 @@ from rltuned.daemon.config import Settings
 from rltuned.daemon.engine import Engine
 from rltuned.daemon.ledger import Ledger
 from rltuned.slurm.adapter import Outcome, UpdateResult
+from rltuned.slurm.hostlist import expand
 from tests.daemon.fakes import FakeAdapter
 
 MANAGED = {5, 6, 9, 11, 12, 13}  # the recorded lab's pending GPU jobs
@@ -194,3 +196,64 @@ def test_a_working_model_ranks_by_its_scores(tmp_path: Path) -> None:
     ranks = [(j.rank, j.base_rank) for j in report.decision.plan.jobs]
     n = len(ranks)
     assert all(rank == n - 1 - base for rank, base in ranks)
+
+
+def _free_everything(adapter: FakeAdapter) -> None:
+    for job in adapter.squeue["jobs"]:
+        if job["job_state"] == "RUNNING":
+            job["job_state"] = "COMPLETED"
+    for node in adapter.sinfo["nodes"]:
+        node["gres_used"] = node["gres"].rsplit(":", 1)[0] + ":0(IDX:N/A)"
+        node["alloc_cpus"] = 0
+
+
+def test_an_untyped_job_is_steered_with_excnodelist_and_never_given_a_gpu_type(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    _free_everything(adapter)
+    adapter.squeue["jobs"][11]["required_nodes"] = ""  # job 12 (gres:gpu:2), no longer pinned by its user
+    report = engine(adapter, tmp_path, apply={"mode": "enforce"}).tick()
+    assert report.decision is not None
+    placed = report.decision.placements.by_job[12]
+    excluded = [f["ExcNodeList"] for job, f in adapter.writes if job == 12 and "ExcNodeList" in f]
+    assert len(excluded) == 1
+    others = {n.name for n in report.decision.view.snapshot.cluster.nodes if n.gpu_type != placed.gpu_type}
+    assert set(expand(excluded[0])) == others
+    never = ("Gres", "TresPerNode", "NodeList", "ReqNodeList")
+    assert not any(key in f for _, f in adapter.writes for key in never)
+    written = {job for job, f in adapter.writes if "OverSubscribe" in f}
+    assert written == set(report.decision.placements.by_job)
+
+
+def test_a_placement_lever_is_not_written_once_the_job_started(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    _free_everything(adapter)
+    adapter.squeue["jobs"][11]["required_nodes"] = ""
+    adapter.states = {12: "RUNNING"}  # started between the read and the write
+    report = engine(adapter, tmp_path, apply={"mode": "enforce"}).tick()
+    assert not any(job == 12 and ("ExcNodeList" in f or "OverSubscribe" in f) for job, f in adapter.writes)
+    assert report.applied.get("excluded_nodes:gone") == 1
+
+
+def test_a_user_pinned_job_is_not_steered(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    _free_everything(adapter)  # job 12 keeps its ReqNodeList=p100-2
+    engine(adapter, tmp_path, apply={"mode": "enforce"}).tick()
+    assert not any(job == 12 and "ExcNodeList" in f for job, f in adapter.writes)
+
+
+def test_a_slow_model_is_not_trusted_for_the_tick(tmp_path: Path) -> None:
+    class _Slow:
+        manifest: ClassVar[dict[str, object]] = {}
+        path = Path("slow")
+
+        def scores(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            time.sleep(0.05)
+            return torch.zeros(256)
+
+    eng = engine(FakeAdapter(), tmp_path, policy={"max_inference_ms": 10})
+    eng.model = _Slow()  # type: ignore[assignment]
+    report = eng.tick("shadow")
+    assert report.decision is not None
+    assert report.decision.ranking.source == "base"
+    assert (report.decision.ranking.fallback or "").startswith("model too slow")
+    assert eng.metrics.fallbacks.labels("model_slow")._value.get() == 1
