@@ -7,6 +7,7 @@ and refuses anyone but root, the daemon's own user and members of the socket's g
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import json
 import os
@@ -94,7 +95,8 @@ class ControlServer:
                 reply = self.handle(request)
             except (ValueError, RltunedError) as exc:
                 reply = {"ok": False, "error": str(exc)}
-        wfile.write(json.dumps(reply, default=str).encode() + b"\n")
+        with contextlib.suppress(OSError):  # a client that gave up waiting needs no answer
+            wfile.write(json.dumps(reply, default=str).encode() + b"\n")
 
 
 def request(path: Path, payload: Mapping[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:

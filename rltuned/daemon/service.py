@@ -36,6 +36,8 @@ from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel, load_model
 from rltuned.slurm.adapter import SlurmAdapter
 
+MIN_PAUSE_S = 0.2
+
 
 def make_adapter(settings: Settings) -> SlurmAdapter:
     s = settings.slurm
@@ -80,6 +82,8 @@ class Service:
         self.lock = threading.RLock()
         """Held by a tick and by control requests that read or swap engine state."""
         self.notifier = sdnotify.SystemdNotifier()
+        if self.notifier.socket is not None:  # a slow or stuck receiver must never block a tick or a reload
+            self.notifier.socket.setblocking(False)
         self.control: ControlServer | None = None
         self.metrics_port: int | None = None
         self.last_progress = time.monotonic()
@@ -166,7 +170,9 @@ class Service:
                 failures = failures + 1 if report.result == "error" else 0
             self.last_progress = time.monotonic()
             wait = self._next_wait(failures) - (time.monotonic() - started)
-            self._sleep(max(0.0, wait))
+            # Even when a tick overran its interval, pause briefly: the lock is not fair, and a control
+            # request (plan, reload-model) waiting for it must get a turn between ticks.
+            self._sleep(max(MIN_PAUSE_S, wait))
         self.shutdown()
 
     def _next_wait(self, failures: int) -> float:

@@ -153,3 +153,40 @@ def test_sighup_reloads_the_config_and_its_model_and_a_bad_config_changes_nothin
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
     assert [e["event"] for e in events(log)].count("model_reloaded") == 1
+
+
+def rltunectl(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rltuned.cli", *argv], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_rltunectl_talks_to_the_running_daemon_and_a_bad_reload_keeps_the_model(
+    daemon, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    _proc, notify, config, _log = daemon
+    notify.wait_for("READY=1", 60)
+    status = rltunectl("status", "--config", str(config), "--json")
+    assert status.returncode == 0, status.stderr
+    assert "philly-fcfs-bsld" in json.loads(status.stdout)["model"]
+    bad = tmp_path / "bad-model"
+    bad.mkdir()
+    (bad / "manifest.json").write_text("{}")
+    (bad / "actor.pt").write_bytes(b"not torchscript")
+    reload = rltunectl("reload-model", str(bad), "--config", str(config))
+    assert reload.returncode == 1
+    assert reload.stderr.count("\n") == 1 and "schema_version" in reload.stderr
+    assert (
+        "philly-fcfs-bsld"
+        in json.loads(rltunectl("status", "--config", str(config), "--json").stdout)["model"]
+    )
+    good = rltunectl("reload-model", str(MODELS / "itp-fcfs-bsld"), "--config", str(config))
+    assert good.returncode == 0, good.stderr
+    assert (
+        "itp-fcfs-bsld" in json.loads(rltunectl("status", "--config", str(config), "--json").stdout)["model"]
+    )
+    plan = rltunectl("plan", "--config", str(config))
+    assert plan.returncode == 0 and "daemon (shadow)" in plan.stdout
+    assert plan.stdout.splitlines()[1].split()[:3] == ["JOB", "USER", "PARTITION"]
+    assert rltunectl("pause", "--config", str(config)).returncode == 0
+    assert json.loads(rltunectl("status", "--config", str(config), "--json").stdout)["paused"] is True
