@@ -344,13 +344,15 @@ def _add_control(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 def cmd_control(args: argparse.Namespace) -> int:
     from rltuned.daemon import ctl
+    from rltuned.daemon.logs import configure
 
+    configure("warning", "auto", sys.stderr)  # stdout carries only the answer (for jq)
     if args.command == "plan":
         print(ctl.plan(args.config, args.socket, args.json))
     elif args.command == "explain":
         print(ctl.explain(args.config, args.socket, args.job_id, args.json))
     elif args.command == "reset":
-        print(ctl.reset(args.config))
+        print(ctl.reset(args.config, args.socket))
     else:
         extra = {"path": str(args.path.resolve())} if getattr(args, "path", None) else {}
         reply = ctl.control(args.config, args.socket, args.command, **extra)

@@ -5,6 +5,7 @@ Anything else escaping to `main()` is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -62,4 +63,7 @@ def exit_with(prog: str, body: Callable[[], int]) -> NoReturn:
         code = exc.exit_code
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:  # `rltunectl plan | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
     sys.exit(code)

@@ -59,9 +59,17 @@ def explain(config: Path, socket: Path | None, job_id: int, as_json: bool) -> st
     return "\n".join(lines)
 
 
-def reset(config: Path) -> str:
+def reset(config: Path, socket: Path | None = None) -> str:
+    """Through the daemon when it runs (it pauses itself first), else directly from the ledger."""
     from rltuned.daemon.service import Service
 
+    try:
+        reply = control(config, socket, "reset")
+        return (
+            f"reset by the daemon, now paused (resume with rltunectl resume): {json.dumps(reply['counts'])}"
+        )
+    except DaemonUnreachable:
+        pass
     settings = load(config)
     service = Service(_quiet(settings), config, "enforce")
     before = len(service.engine.ledger)

@@ -102,6 +102,8 @@ class Engine:
         self.model_problem: str | None = None
         """Why the configured model is not serving (load failure at start-up), reported each tick."""
         self.last: TickReport | None = None
+        self.last_error = ""
+        """The last update's error message, when it failed as ERROR (a timeout means slurmctld is gone)."""
         self.queue_ids: set[int] = set()
         """Every job id in the last read, managed or not."""
 
@@ -112,7 +114,6 @@ class Engine:
     # --- deciding -----------------------------------------------------------------------------------
 
     def read(self) -> SlurmView:
-        started = time.perf_counter()
         read = self.adapter.read()
         self.queue_ids = _queue_ids(read.squeue)
         for command, seconds in read.durations.items():
@@ -130,7 +131,6 @@ class Engine:
         view = replace(
             view, snapshot=_with_time_limits(view.snapshot, self.settings.policy.default_time_limit_min)
         )
-        self.metrics.tick_duration.labels("snapshot").observe(time.perf_counter() - started)
         return view
 
     def decide(self, view: SlurmView) -> Decision:
@@ -151,10 +151,10 @@ class Engine:
             p.oversubscribe,
             p.steer_untyped,
         )
+        if self.model is None and self.model_problem and ranking.fallback is None:
+            ranking = replace(ranking, fallback=self.model_problem)
         plan = make_plan(ranking, placements, view.info, self.ledger, view.snapshot.cluster, lever)
         stages = {"features": ranking.features_s, "policy": ranking.policy_s, "solver": placements.seconds}
-        for stage, seconds in stages.items():
-            self.metrics.tick_duration.labels(stage).observe(seconds)
         return Decision(view, ranking, placements, plan, stages)
 
     # --- one tick -----------------------------------------------------------------------------------
@@ -182,13 +182,18 @@ class Engine:
             t0 = time.perf_counter()
             applied = self.apply(decision.plan)
             stages["apply"] = time.perf_counter() - t0
-            self.metrics.tick_duration.labels("apply").observe(stages["apply"])
         return self._finish(TickReport(self.ticks, mode, "ok", None, decision, applied, stages), started)
 
     def apply(self, plan: Plan) -> dict[str, int]:
         """Send the plan's updates in order; each failure is logged with Slurm's message and counted."""
         counts: Counter[str] = Counter()
-        for action in plan.actions:
+        self.last_error = ""
+        for done, action in enumerate(plan.actions):
+            if done and _unreachable(self.last_error):
+                left = len(plan.actions) - done  # slurmctld stopped answering: the next tick retries
+                counts["skipped:unreachable"] += left
+                self.log.error("apply_stopped", reason=self.last_error, skipped=left)
+                break
             if action.needs_pending:
                 state = self.adapter.job_state(action.job_id)
                 if state != "PENDING":
@@ -196,9 +201,13 @@ class Engine:
                     continue
             result = self.adapter.update_job(action.job_id, dict(action.fields))
             self._count(counts, action.kind, result.outcome)
+            self.last_error = result.message if result.outcome == Outcome.ERROR else ""
             if result.outcome == Outcome.OK:
-                self.ledger.record(action.job_id, **{action.kind: action.value})
-                self.log.debug("job_updated", jobid=action.job_id, action=action.kind, value=action.value)
+                cleared = action.kind == "excluded_nodes" and action.value == ""
+                self.ledger.record(action.job_id, **{action.kind: None if cleared else action.value})
+                self.log.info(
+                    "job_updated", jobid=action.job_id, action=action.kind, value=action.value, mode="enforce"
+                )
             else:
                 self.log.warning(
                     "update_failed",
@@ -264,9 +273,8 @@ class Engine:
             self.log.warning(
                 "slurm_records_skipped", count=report.skipped_malformed, first=list(report.problems[:3])
             )
-        fallback = decision.ranking.fallback or (self.model_problem if self.model is None else None)
-        if fallback:
-            m.fallbacks.labels(_reason(fallback)).inc()
+        if decision.ranking.fallback:
+            m.fallbacks.labels(_reason(decision.ranking.fallback)).inc()
         if decision.placements.outcome == "fallback":
             m.fallbacks.labels("solver").inc()
         m.solver.labels(decision.placements.outcome).inc()
@@ -277,20 +285,25 @@ class Engine:
         total = time.perf_counter() - started
         report = replace(report, stages={**report.stages, "total": total})
         m = self.metrics
-        m.tick_duration.labels("total").observe(total)
         m.slurm_up.set(1 if slurm_up else 0)
         m.ticks.labels(report.result).inc()
         if report.result == "ok":
             m.last_success.set(time.time())
+        for stage, seconds in report.stages.items():
+            m.tick_duration.labels(stage).observe(seconds)
         summary = report.summary()
-        if report.decision is not None and report.decision.ranking.fallback is None and self.model is None:
-            summary["fallback"] = self.model_problem
         if report.result == "error":
             self.log.error("tick", **summary)
         else:
             self.log.info("tick", **summary)
         self.last = report
         return report
+
+
+def _unreachable(message: str) -> bool:
+    """After a write that timed out or could not reach slurmctld, the rest of the plan would too."""
+    text = message.lower()
+    return any(word in text for word in ("timed out", "unable to contact", "connection refused"))
 
 
 def _reason(text: str) -> str:

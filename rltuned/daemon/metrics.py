@@ -42,7 +42,10 @@ class Metrics:
             "rltuned_tick_duration_seconds", "Time per tick stage.", ["stage"], buckets=BUCKETS, registry=r
         )
         self.ticks = Counter(
-            "rltuned_ticks_total", "Ticks by result (ok, error, skipped).", ["result"], registry=r
+            "rltuned_ticks_total",
+            "Ticks by result (ok, error: Slurm unreadable, abandoned: stopped before writing).",
+            ["result"],
+            registry=r,
         )
         self.last_success = Gauge(
             "rltuned_last_successful_tick_timestamp_seconds",

@@ -156,6 +156,8 @@ def _job_actions(
         change.site_factor is None or abs(change.site_factor - target) > lever.site_factor_deadband
     ):
         out.append(Action(job.id, "site_factor", (("SiteFactor", str(target)),), target))
+    if placed is None and change.excluded_nodes:  # steered on an earlier tick and did not start: free it
+        out.append(Action(job.id, "excluded_nodes", (("ExcNodeList", ""),), "", needs_pending=True))
     if placed is None or info is None:
         return out
     if lever.oversubscribe and change.oversubscribe != placed.pack:

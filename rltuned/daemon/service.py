@@ -111,6 +111,7 @@ class Service:
             self.engine.model = validated_model(path, None)
             self.metrics.set_model(self.engine.model.manifest, time.time())
             self.log.info("model_loaded", path=str(path), sha256=self.engine.model.manifest.get("sha256"))
+            self._check_base(self.engine.model)
         except ModelLoadError as exc:
             self.engine.model_problem = f"model unavailable: {exc}"
             self.metrics.fallbacks.labels("model_unavailable").inc()
@@ -248,6 +249,7 @@ class Service:
                 self.engine.model_problem = None
                 self.metrics.set_model(model.manifest, time.time())
             self.log.info("model_reloaded", path=str(path), sha256=model.manifest.get("sha256"))
+            self._check_base(model)
             return {"ok": True, "serving": self._model_name()}
         except RltunedError as exc:
             self.log.error("reload_failed", error=str(exc))
@@ -271,6 +273,15 @@ class Service:
                 self.engine.ledger = Ledger.in_dir(fresh.daemon.state_dir)
         self.log.info("config_reloaded", mode=self.mode, base=fresh.policy.base, lever=fresh.apply.lever)
 
+    def _check_base(self, model: LoadedModel) -> None:
+        """A model re-ranks the order of the base policy it was trained with; another base is legal (the
+        evaluation measures such transfers) but usually worse, so say so."""
+        trained = model.manifest.get("base")
+        if trained and trained != self.settings.policy.base:
+            self.log.warning(
+                "model_base_mismatch", trained_with=trained, configured=self.settings.policy.base
+            )
+
     def _model_name(self) -> str | None:
         model = self.engine.model
         return f"{model.path} ({str(model.manifest.get('sha256', ''))[:12]})" if model else None
@@ -289,6 +300,12 @@ class Service:
             self.metrics.paused.set(0)
             self.log.info("resumed")
             return {"ok": True, "paused": False}
+        if command == "reset":
+            self.paused = True  # or the next enforce tick would write the plan again
+            self.metrics.paused.set(1)
+            with self.lock:
+                counts = self.engine.reset()
+            return {"ok": True, "paused": True, "counts": counts}
         if command == "reload-model":
             raw = request.get("path")
             return self.reload(Path(raw) if raw else None)

@@ -257,3 +257,27 @@ def test_a_slow_model_is_not_trusted_for_the_tick(tmp_path: Path) -> None:
     assert report.decision.ranking.source == "base"
     assert (report.decision.ranking.fallback or "").startswith("model too slow")
     assert eng.metrics.fallbacks.labels("model_slow")._value.get() == 1
+
+
+def test_writes_stop_for_the_tick_once_slurmctld_stops_answering(tmp_path: Path) -> None:
+    def timeout(job: int, fields: Mapping[str, str]) -> UpdateResult:
+        return UpdateResult(Outcome.ERROR, "scontrol timed out after 10 s (slurmctld unreachable?)")
+
+    adapter = FakeAdapter(answer=timeout)
+    report = engine(adapter, tmp_path, apply={"mode": "enforce"}, placement={"oversubscribe": False}).tick()
+    assert report.applied == {"priority:error": 1, "skipped:unreachable": len(MANAGED) - 1}
+
+
+def test_a_steered_job_that_did_not_start_is_freed_on_the_next_tick(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    _free_everything(adapter)
+    adapter.squeue["jobs"][11]["required_nodes"] = ""
+    eng = engine(adapter, tmp_path, apply={"mode": "enforce"})
+    eng.tick()
+    assert eng.ledger.get(12).excluded_nodes
+    for node in adapter.sinfo["nodes"]:  # the cluster fills up before job 12 starts: nothing is placed
+        node["gres_used"] = node["gres"] + "(IDX:0)"
+    adapter.writes.clear()
+    eng.tick()
+    assert (12, {"ExcNodeList": ""}) in adapter.writes
+    assert eng.ledger.get(12).excluded_nodes is None

@@ -66,6 +66,7 @@ def test_a_missing_model_at_start_falls_back_to_the_base_policy(tmp_path: Path) 
     assert report.result == "ok"
     assert "model unavailable" in (svc.engine.model_problem or "")
     assert report.summary()["ranked_by"] == "base"
+    assert "model unavailable" in report.summary()["fallback"]
 
 
 def test_the_control_socket_answers_status_pause_and_resume(tmp_path: Path) -> None:
