@@ -12,7 +12,8 @@ p95 over `--ticks` ticks after 3 warm-ups. Target: <= 250 ms (the paper reports 
 Part 2 (`--slurm`, root): brings up the local lab (scripts/slurm-lab), fills every GPU, submits
 `--pending` GPU jobs from three users, then runs the real CLI adapter in enforce mode: tick 1 with
 max_actions=256 (the time to apply 256 priority changes), tick 2 with no cap (every other job), and a
-third tick, which writes only where the model's order moved since (its features include waiting time). Reports read, decide and apply times and the outcomes.
+third tick, which writes only where the model's order moved since (its features include waiting
+time). Reports read, decide and apply times and the outcomes.
 """
 
 from __future__ import annotations
