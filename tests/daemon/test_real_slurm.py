@@ -66,12 +66,16 @@ def fill_cluster(lab: SlurmLab) -> list[int]:
 
 
 def queue_for_sjf(lab: SlurmLab) -> list[int]:
-    """p100/untyped 2-GPU jobs, each submitted later but shorter: SJF reverses FIFO."""
+    """2-GPU jobs, typed (p100) and untyped, each submitted later but shorter, so SJF reverses FIFO; then
+    a 1-GPU K80 job and an 8-GPU job over both P100 nodes, both long, so SJF ranks them last."""
     users = ["alice", "bob", "carol", "alice", "bob", "carol"]
     gres = ["p100:2", "2", "p100:2", "p100:2", "2", "p100:2"]
-    return [
+    ids = [
         lab.sbatch(g, minutes=60 - 5 * i, user=u) for i, (g, u) in enumerate(zip(gres, users, strict=True))
     ]
+    ids.append(lab.sbatch("k80:1", minutes=90, user="bob"))
+    ids.append(lab.sbatch("p100:4", minutes=120, user="alice", extra=["-N", "2"]))
+    return ids
 
 
 def plan_json(path: Path) -> list[dict[str, Any]]:
@@ -102,18 +106,18 @@ def test_enforce_tick_sets_the_plans_priorities_and_slurm_follows_them(
 
     after = pending_priorities(lab)
     rows = plan_json(path)  # what a next tick would do: nothing, since Slurm already matches
-    assert [r["job"] for r in rows] == managed[::-1]  # SJF: the last submitted is the shortest
+    sjf = managed[5::-1] + managed[6:]  # SJF: the last submitted 2-GPU job is the shortest
+    assert [r["job"] for r in rows] == sjf
     assert all(r["priority_now"] == r["target"] and r["actions"] == "" for r in rows)
-    assert [after[j] for j in managed[::-1]] == sorted((after[j] for j in managed), reverse=True)
+    assert [after[j] for j in sjf] == sorted((after[j] for j in managed), reverse=True)
     for untouched in (exempt, held):
         assert after[untouched] == before[untouched]
     assert lab.job_field(held, "Reason") == "JobHeldAdmin"
 
     lab.run(["scancel", str(blockers[0])])  # frees 4 P100s: room for the plan's two best 2-GPU jobs
-    top_two = managed[::-1][:2]
-    for job_id in top_two:
+    for job_id in sjf[:2]:
         lab.wait_state(job_id, "RUNNING", timeout=20)
-    for job_id in managed[::-1][2:]:
+    for job_id in sjf[2:]:
         assert lab.job_field(job_id, "JobState") == "PENDING"  # FIFO would have started managed[0:2]
 
 
@@ -185,7 +189,7 @@ def test_the_daemon_runs_ticks_survives_a_slurmctld_restart_and_exports_metrics(
         assert _metric(text, 'rltuned_ticks_total{result="error"}') >= 1
         assert _metric(text, 'rltuned_ticks_total{result="ok"}') >= 2
         assert _metric(text, "rltuned_slurmctld_up") == 1
-        assert _metric(text, "rltuned_pending_jobs") == 6
+        assert _metric(text, "rltuned_pending_jobs") == 8
         assert 'rltuned_model_info{base_policy="fcfs"' in text
         assert _metric(text, "rltuned_last_successful_tick_timestamp_seconds") > time.time() - 30
     finally:
