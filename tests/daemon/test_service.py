@@ -186,3 +186,17 @@ def test_sigterm_mid_tick_abandons_the_plan_and_exits_zero(tmp_path: Path) -> No
     assert [t["result"] for t in ticks] == ["abandoned"]
     assert not calls.exists()  # nothing was written to Slurm
     assert events[-1]["event"] == "stopped"
+
+
+def test_a_clean_stop_resets_when_configured(tmp_path: Path) -> None:
+    svc = service(
+        tmp_path, apply={"mode": "enforce", "reset_on_stop": True}, placement={"oversubscribe": False}
+    )
+    adapter = svc.engine.adapter
+    assert isinstance(adapter, FakeAdapter)
+    svc.engine.tick()
+    written = {job for job, _ in adapter.writes}
+    adapter.writes.clear()
+    svc.shutdown()
+    assert {job for job, f in adapter.writes if "release" in f} == written
+    assert len(svc.engine.ledger) == 0
