@@ -35,6 +35,7 @@ from rltuned.features import encode
 from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel, load_model
 from rltuned.slurm.adapter import SlurmAdapter
+from rltuned.slurm.config_check import parse_show_config, priority_problems
 
 MIN_PAUSE_S = 0.2
 
@@ -141,9 +142,22 @@ class Service:
             )
         except SlurmError as exc:
             self.log.error("first_snapshot_failed", error=str(exc))
+        self._check_slurm_priorities()
         self.notifier.notify(
             f"READY=1\nSTATUS=mode {self.mode}, {'model' if self.engine.model else 'base policy'}"
         )
+
+    def _check_slurm_priorities(self) -> None:
+        show = getattr(self.engine.adapter, "show_config", None)
+        if show is None:
+            return
+        try:
+            config = parse_show_config(show())
+        except SlurmError as exc:
+            self.log.warning("slurm_config_unread", error=str(exc))
+            return
+        for problem in priority_problems(config, self.settings.apply.lever):
+            self.log.warning("slurm_priority_setting", problem=problem, lever=self.settings.apply.lever)
 
     def install_signals(self) -> None:
         signal.signal(signal.SIGTERM, self._on_stop)

@@ -168,6 +168,10 @@ class CliAdapter:
                 return word.removeprefix("JobState=")
         return None
 
+    def show_config(self) -> str:
+        """`scontrol show config` text (for the start-up priority checks)."""
+        return self._run(["scontrol", "show", "config"], {})
+
     def _scontrol(self, args: list[str]) -> UpdateResult:
         try:
             proc, seconds = self._exec(["scontrol", *args])

@@ -200,6 +200,9 @@ def test_the_daemon_runs_ticks_survives_a_slurmctld_restart_and_exports_metrics(
     lines = (tmp_path / "daemon.log").read_text().splitlines()
     assert any(json.loads(line).get("event") == "stopped" for line in lines)
     assert not any("Traceback" in line for line in lines)
+    names = [json.loads(line).get("event") for line in lines if line.startswith("{")]
+    assert "slurm_config_unread" not in names  # `scontrol show config` was read ...
+    assert "slurm_priority_setting" not in names  # ... and the lab's multifactor setup needs no warning
 
 
 def _wait_for(log: Any, match: Any, timeout: float, after_error: bool = False) -> list[dict[str, Any]]:
