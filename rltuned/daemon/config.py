@@ -117,6 +117,8 @@ class ControlSettings(_Section):
     """Socket file mode; connections from users outside the owner and group are refused."""
     group: str | None = None
     """Group allowed to use rltunectl (default: the daemon's own)."""
+    owner: str | None = None
+    """User who owns the socket and may use it (default: the daemon's own)."""
 
     @field_validator("mode", mode="before")
     @classmethod

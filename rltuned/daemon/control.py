@@ -2,7 +2,7 @@
 
 The socket file is created with the configured mode (0660 by default) and group, so the kernel already
 refuses users without write permission; the server also checks the peer's credentials (SO_PEERCRED)
-and refuses anyone but root, the daemon's own user and members of the socket's group.
+and refuses anyone but root, the daemon's own user, the socket's owner and members of its group.
 """
 
 from __future__ import annotations
@@ -29,11 +29,19 @@ MAX_REQUEST = 1 << 16
 class ControlServer:
     """Serves requests on a unix socket in a background thread; `handle` does the work."""
 
-    def __init__(self, path: Path, handle: Handler, mode: int = 0o660, group: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        handle: Handler,
+        mode: int = 0o660,
+        group: str | None = None,
+        owner: str | None = None,
+    ) -> None:
         self.path = path
         self.handle = handle
         self.mode = mode
         self.gid = _group_id(group) if group else os.getgid()
+        self.uid = _user_id(owner) if owner else os.geteuid()
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -54,12 +62,12 @@ class ControlServer:
             os.umask(old_umask)
         self._server.daemon_threads = True
         os.chmod(self.path, self.mode)
-        if self.gid != os.getgid() or os.geteuid() == 0:
+        if self.gid != os.getgid() or self.uid != os.geteuid():
             try:
-                os.chown(self.path, -1, self.gid)
+                os.chown(self.path, self.uid, self.gid)
             except PermissionError as exc:
                 raise ConfigError(
-                    f"control.group: cannot give {self.path} to gid {self.gid}: {exc}"
+                    f"control.owner/group: cannot give {self.path} to {self.uid}:{self.gid}: {exc}"
                 ) from None
         self._thread = threading.Thread(target=self._server.serve_forever, name="control", daemon=True)
         self._thread.start()
@@ -73,7 +81,7 @@ class ControlServer:
             self.path.unlink()
 
     def allowed(self, uid: int, gid: int) -> bool:
-        if uid in (0, os.geteuid()) or gid == self.gid:
+        if uid in (0, os.geteuid(), self.uid) or gid == self.gid:
             return True
         try:
             name = pwd.getpwuid(uid).pw_name
@@ -129,6 +137,13 @@ def request(path: Path, payload: Mapping[str, Any], timeout_s: float = 120.0) ->
 
 class DaemonUnreachable(RltunedError):
     """No daemon is listening on the control socket."""
+
+
+def _user_id(name: str) -> int:
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        raise ConfigError(f"control.owner: no user named {name!r}") from None
 
 
 def _group_id(name: str) -> int:

@@ -127,7 +127,7 @@ class Service:
             self.metrics_port = self.metrics.serve(m.address, m.port)
             self.log.info("metrics_listening", address=m.address, port=self.metrics_port)
         c = self.settings.control
-        self.control = ControlServer(c.socket, self.handle, c.mode, c.group)
+        self.control = ControlServer(c.socket, self.handle, c.mode, c.group, c.owner)
         self.control.start()
         self.metrics.set_mode(self.mode)
         self.metrics.paused.set(0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -128,6 +129,22 @@ def test_other_users_are_refused_by_mode_and_by_credentials() -> None:
         shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_the_configured_owner_may_use_the_socket_and_others_may_not() -> None:
+    tmp_path = Path(tempfile.mkdtemp(prefix="rltuned-ctl-", dir="/tmp"))
+    tmp_path.chmod(0o755)
+    svc = service(tmp_path, control={"owner": "nobody", "mode": "0600"})
+    svc.start()
+    try:
+        sock = tmp_path / "ctl.sock"
+        assert sock.stat().st_uid == pwd.getpwnam("nobody").pw_uid
+        assert json.loads(_connect_as(pwd.getpwnam("nobody").pw_uid, sock))["ok"] is True
+        assert _connect_as(4242, sock) == "OSError: Permission denied"
+    finally:
+        svc.control.stop()  # type: ignore[union-attr]
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
 def test_metrics_are_served_over_http(tmp_path: Path) -> None:
     svc = service(tmp_path, metrics={"enabled": True, "port": 0})
     svc.start()
@@ -184,7 +201,8 @@ def test_sigterm_mid_tick_abandons_the_plan_and_exits_zero(tmp_path: Path) -> No
     events = [json.loads(line) for line in rest.splitlines() if line.startswith("{")]
     ticks = [e for e in events if e["event"] == "tick"]
     assert [t["result"] for t in ticks] == ["abandoned"]
-    assert not calls.exists()  # nothing was written to Slurm
+    written = calls.read_text().splitlines() if calls.exists() else []
+    assert [c for c in written if not c.startswith("show ")] == []  # nothing was written to Slurm
     assert events[-1]["event"] == "stopped"
 
 
