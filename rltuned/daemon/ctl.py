@@ -61,7 +61,7 @@ def explain(config: Path, socket: Path | None, job_id: int, as_json: bool) -> st
 
 def reset(config: Path, socket: Path | None = None) -> str:
     """Through the daemon when it runs (it pauses itself first), else directly from the ledger."""
-    from rltuned.daemon.service import Service
+    from rltuned.daemon.service import Service, without_metrics_server
 
     try:
         reply = control(config, socket, "reset")
@@ -71,7 +71,7 @@ def reset(config: Path, socket: Path | None = None) -> str:
     except DaemonUnreachable:
         pass
     settings = load(config)
-    service = Service(_quiet(settings), config, "enforce")
+    service = Service(without_metrics_server(settings), config, "enforce")
     before = len(service.engine.ledger)
     counts = service.engine.reset()
     left = len(service.engine.ledger)
@@ -79,11 +79,7 @@ def reset(config: Path, socket: Path | None = None) -> str:
 
 
 def _local_decision(settings: Settings) -> Any:
-    from rltuned.daemon.service import Service
+    from rltuned.daemon.service import Service, without_metrics_server
 
-    service = Service(_quiet(settings), None, None)
+    service = Service(without_metrics_server(settings), None, None)
     return service.engine.decide(service.engine.read())
-
-
-def _quiet(settings: Settings) -> Settings:
-    return settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"enabled": False})})

@@ -28,7 +28,7 @@ from rltuned.placement.milp import MilpConfig
 from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel
 from rltuned.slurm.adapter import Outcome, SlurmAdapter
-from rltuned.slurm.parse import ParseReport, SlurmView, read_view
+from rltuned.slurm.parse import SlurmView, read_view
 
 
 @dataclass(frozen=True)
@@ -343,6 +343,3 @@ def _with_time_limits(snapshot: ClusterSnapshot, default_min: int) -> ClusterSna
     return replace(
         snapshot, pending=tuple(map(job, snapshot.pending)), running=tuple(map(running, snapshot.running))
     )
-
-
-__all__ = ["Decision", "Engine", "ParseReport", "TickReport"]

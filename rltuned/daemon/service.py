@@ -350,9 +350,10 @@ class Service:
 
 def run_once(settings: Settings, config_path: Path | None, mode: str | None) -> TickReport:
     """`rltuned --once`: one tick with the configured model (or base policy), no socket, no metrics server."""
-    service = Service(replace_metrics_off(settings), config_path, mode)
+    service = Service(without_metrics_server(settings), config_path, mode)
     return service.engine.tick(service.mode)
 
 
-def replace_metrics_off(settings: Settings) -> Settings:
+def without_metrics_server(settings: Settings) -> Settings:
+    """For one-shot commands next to a running daemon, whose port they must not take."""
     return settings.model_copy(update={"metrics": settings.metrics.model_copy(update={"enabled": False})})
