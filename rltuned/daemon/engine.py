@@ -182,7 +182,9 @@ class Engine:
             t0 = time.perf_counter()
             applied = self.apply(decision.plan)
             stages["apply"] = time.perf_counter() - t0
-        return self._finish(TickReport(self.ticks, mode, "ok", None, decision, applied, stages), started)
+        reachable = "skipped:unreachable" not in applied
+        report = TickReport(self.ticks, mode, "ok", None, decision, applied, stages)
+        return self._finish(report, started, slurm_up=reachable)
 
     def apply(self, plan: Plan) -> dict[str, int]:
         """Send the plan's updates in order; each failure is logged with Slurm's message and counted."""
@@ -192,6 +194,7 @@ class Engine:
             if done and _unreachable(self.last_error):
                 left = len(plan.actions) - done  # slurmctld stopped answering: the next tick retries
                 counts["skipped:unreachable"] += left
+                self.metrics.actions.labels("any", "skipped").inc(left)
                 self.log.error("apply_stopped", reason=self.last_error, skipped=left)
                 break
             if action.needs_pending:
@@ -268,10 +271,13 @@ class Engine:
         m.managed.set(len(decision.plan.jobs))
         for reason, n in report.left_alone.items():
             m.exempt.labels(reason).set(n)
-        if report.skipped_malformed:
-            m.malformed.inc(report.skipped_malformed)
+        if report.skipped_malformed or report.nodes_malformed:
+            m.malformed.inc(report.skipped_malformed + report.nodes_malformed)
             self.log.warning(
-                "slurm_records_skipped", count=report.skipped_malformed, first=list(report.problems[:3])
+                "slurm_records_skipped",
+                jobs=report.skipped_malformed,
+                nodes=report.nodes_malformed,
+                first=list(report.problems[:3]),
             )
         if decision.ranking.fallback:
             m.fallbacks.labels(_reason(decision.ranking.fallback)).inc()
