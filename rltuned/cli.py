@@ -86,6 +86,9 @@ def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
     tr.add_argument("--window", type=int, default=256, help="jobs per episode")
     tr.add_argument("--warmup", type=int, default=512, help="preceding jobs that load the cluster first")
     tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument(
+        "--rank-prior", type=float, default=0.0, help="score penalty per base-order slot (0: uniform start)"
+    )
     tr.add_argument("--out", required=True, help="model directory, e.g. models/philly-fcfs-bsld")
     tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
 
@@ -231,6 +234,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     _require(args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
     _require(args.window >= 2, f"--window must be >= 2, got {args.window}")
     _require(args.epochs >= 1, f"--epochs must be >= 1, got {args.epochs}")
+    _require(args.rank_prior >= 0, f"--rank-prior must be >= 0, got {args.rank_prior}")
     _require(
         args.episodes_per_epoch >= 1, f"--episodes-per-epoch must be >= 1, got {args.episodes_per_epoch}"
     )
@@ -241,6 +245,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         estimates=args.estimates, backfill=args.backfill, placement=args.placement, window=args.window,
         warmup=args.warmup, seed=args.seed, out=args.out, epochs=args.epochs,
         episodes_per_epoch=args.episodes_per_epoch, minutes=args.minutes, resume=args.resume,
+        rank_prior=args.rank_prior,
     )  # fmt: skip
     bar = None
     if sys.stderr.isatty():

@@ -24,10 +24,18 @@ def _mlp(sizes: list[int]) -> nn.Sequential:
 
 
 class Actor(nn.Module):
-    """Scores every slot with the same MLP; padding slots score -1e9 so they are never chosen."""
+    """Scores every slot with the same MLP; padding slots score -1e9 so they are never chosen.
 
-    def __init__(self, hidden: tuple[int, int] = (32, 16)) -> None:
+    `rank_prior` subtracts `rank_prior * slot` from each score. Slots are in base order, so the prior
+    makes the sampling policy start close to the base policy (slot k drawn with weight exp(-prior * k))
+    instead of uniform over the queue: exploration stays near a good schedule, and what the network
+    learns is a correction of the base order (residual policy learning). The prior is part of the
+    exported module, so deployment ranks exactly as training sampled.
+    """
+
+    def __init__(self, hidden: tuple[int, int] = (32, 16), rank_prior: float = 0.0) -> None:
         super().__init__()
+        self.rank_prior = float(rank_prior)
         self.net = _mlp([ACTOR_FEATURES, hidden[0], hidden[1], 1])
         # A zero output layer scores every slot alike: sampling starts uniform and argmax picks slot 0,
         # the base policy's choice. An untrained agent is the base policy; what it gains, it learned.
@@ -41,7 +49,11 @@ class Actor(nn.Module):
         # Only real slots go through the MLP: queues are usually far shorter than 256.
         # (-1e9 is a literal: TorchScript cannot close over module globals.)
         scores = torch.full(mask.shape, -1e9, dtype=obs.dtype)
-        return scores.masked_scatter(mask, self.net(obs[mask]).squeeze(-1))
+        scores = scores.masked_scatter(mask, self.net(obs[mask]).squeeze(-1))
+        if self.rank_prior != 0.0:
+            slots = torch.arange(mask.shape[-1], dtype=obs.dtype)
+            scores = scores - self.rank_prior * slots
+        return scores
 
 
 class Critic(nn.Module):
@@ -55,9 +67,9 @@ class Critic(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, rank_prior: float = 0.0) -> None:
         super().__init__()
-        self.actor = Actor()
+        self.actor = Actor(rank_prior=rank_prior)
         self.critic = Critic()
 
     def get_value(self, critic_obs: torch.Tensor) -> torch.Tensor:

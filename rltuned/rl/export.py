@@ -69,6 +69,13 @@ def export_actor(actor: nn.Module, out_dir: Path, info: dict[str, Any]) -> Path:
 def load_model(model_dir: str | Path) -> LoadedModel:
     """Load and verify a model directory; every failure is a ModelLoadError that says what is wrong."""
     root = Path(model_dir)
+    try:
+        return _load(root)
+    except OSError as exc:  # unreadable (permissions, I/O): as much a bad model file as a corrupt one
+        raise ModelLoadError(f"{exc.filename or root}: cannot read ({exc.strerror or exc})") from None
+
+
+def _load(root: Path) -> LoadedModel:
     manifest_path, actor_path = root / MANIFEST_FILE, root / ACTOR_FILE
     if not manifest_path.is_file() or not actor_path.is_file():
         raise ModelLoadError(f"{root}: expected {MANIFEST_FILE} and {ACTOR_FILE} in the model directory")

@@ -83,6 +83,8 @@ class Args:
     lambda^T would otherwise erase for all but the last few"""
     ent_coef: float = 0.0
     """entropy bonus"""
+    rank_prior: float = 0.0
+    """score penalty per base-order slot: > 0 starts sampling near the base policy (see agent.Actor)"""
     checkpoint_every: int = 5
     """epochs between checkpoints"""
     resume: bool = False
@@ -217,7 +219,7 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
     seed_everything(args.seed)
     torch.set_num_threads(1)
     env = make_env(args)
-    agent = ActorCritic()
+    agent = ActorCritic(args.rank_prior)
     pi_opt = torch.optim.Adam(agent.actor.parameters(), lr=args.pi_lr)
     vf_opt = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_lr)
     curve: list[dict[str, float]] = []

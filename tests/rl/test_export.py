@@ -71,3 +71,31 @@ def test_missing_files_and_bad_json_are_clear(tmp_path: Path) -> None:
     (tmp_path / "actor.pt").write_bytes(b"")
     with pytest.raises(ModelLoadError, match="not valid JSON"):
         load_model(tmp_path)
+
+
+def test_an_unreadable_manifest_is_a_model_error_not_a_crash(
+    exported: tuple[Actor, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, path = exported
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", refuse)
+    with pytest.raises(ModelLoadError, match=r"manifest\.json: cannot read"):
+        load_model(path)
+
+
+def test_the_rank_prior_is_part_of_the_exported_model(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    actor = Actor(rank_prior=0.7)
+    obs = torch.rand(MAX_JOBS, ACTOR_FEATURES)
+    mask = torch.zeros(MAX_JOBS, dtype=torch.bool)
+    mask[:20] = True
+    loaded = load_model(export_actor(actor, tmp_path / "m", {"seed": 0, "training_commit": "abc"}))
+    scores = loaded.scores(obs, mask)
+    with torch.no_grad():
+        assert torch.equal(scores, actor(obs, mask))
+    # Untrained, the prior alone ranks: the base order, slot 0 first, padding never.
+    assert torch.equal(scores[:20].argsort(descending=True), torch.arange(20))
+    assert float(scores[:20][0] - scores[:20][1]) == pytest.approx(0.7)

@@ -68,3 +68,16 @@ def test_short_training_run_beats_fcfs_on_held_out_windows(tmp_path: Path) -> No
     base = np.mean([m.avg_bsld for m in result.base_metrics])
     rl = np.mean([m.avg_bsld for m in result.rl_metrics])
     assert rl < 0.85 * base, (base, rl)  # the untrained agent is exactly FCFS (zero output layer)
+
+
+def test_a_rank_prior_starts_sampling_near_the_base_order() -> None:
+    """Slot k is drawn with weight exp(-prior * k) before training: mostly the base policy's choice."""
+    agent = ActorCritic(rank_prior=1.0)
+    obs = torch.rand(MAX_JOBS, ACTOR_FEATURES)
+    mask = torch.zeros(MAX_JOBS, dtype=torch.bool)
+    mask[:50] = True
+    probs = torch.softmax(agent.actor(obs, mask), -1)
+    assert float(probs[0]) == pytest.approx(1 - np.exp(-1.0), abs=1e-4)
+    assert float(probs[50:].sum()) == 0.0
+    uniform = torch.softmax(ActorCritic().actor(obs, mask), -1)
+    assert float(uniform[0]) == pytest.approx(1 / 50)
