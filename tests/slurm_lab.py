@@ -22,7 +22,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "slurm-lab"
-SKIP_ENV = "RLTUNED_SKIP_SLURM"
+SKIP_ENV = "RLTUNE_LAB_SKIP"  # not RLTUNED_: the config rejects unknown RLTUNED_ variables
 USABLE = frozenset({"idle", "mix", "alloc"})
 
 
@@ -31,7 +31,7 @@ class SlurmLabError(RuntimeError):
 
 
 def slurm_skipped() -> bool:
-    """True when the user asked to skip the Slurm lab tests (``RLTUNED_SKIP_SLURM=1``)."""
+    """True when the user asked to skip the Slurm lab tests (``RLTUNE_LAB_SKIP=1``)."""
     return os.environ.get(SKIP_ENV) == "1"
 
 

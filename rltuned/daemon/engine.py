@@ -104,6 +104,10 @@ class Engine:
         self.last: TickReport | None = None
         self.last_error = ""
         """The last update's error message, when it failed as ERROR (a timeout means slurmctld is gone)."""
+        self.progress_at = time.monotonic()
+        """When the current tick last moved (read, decision, an action sent): the watchdog's clock."""
+        self.logged_problems: set[str] = set()
+        """Malformed-record problems already logged: the last tick's, so the set stays small."""
         self.queue_ids: set[int] = set()
         """Every job id in the last read, managed or not."""
 
@@ -169,8 +173,10 @@ class Engine:
         except SlurmError as exc:
             return self._finish(TickReport(self.ticks, mode, "error", str(exc)), started, slurm_up=False)
         snapshot_s = time.perf_counter() - started
+        self.progress_at = time.monotonic()
         self.ledger.keep_only(self.queue_ids)
         decision = self.decide(view)
+        self.progress_at = time.monotonic()
         self._observe(decision)
         stages = {"snapshot": snapshot_s, **decision.stages}
         if stop_requested():
@@ -191,6 +197,7 @@ class Engine:
         counts: Counter[str] = Counter()
         self.last_error = ""
         for done, action in enumerate(plan.actions):
+            self.progress_at = time.monotonic()
             if done and _unreachable(self.last_error):
                 left = len(plan.actions) - done  # slurmctld stopped answering: the next tick retries
                 counts["skipped:unreachable"] += left
@@ -273,12 +280,16 @@ class Engine:
             m.exempt.labels(reason).set(n)
         if report.skipped_malformed or report.nodes_malformed:
             m.malformed.inc(report.skipped_malformed + report.nodes_malformed)
-            self.log.warning(
-                "slurm_records_skipped",
-                jobs=report.skipped_malformed,
-                nodes=report.nodes_malformed,
-                first=list(report.problems[:3]),
-            )
+            # A bad record stays bad tick after tick: counted every time, logged the first time only.
+            new = [p for p in report.problems if p not in self.logged_problems]
+            if new:
+                self.log.warning(
+                    "slurm_records_skipped",
+                    jobs=report.skipped_malformed,
+                    nodes=report.nodes_malformed,
+                    first=new[:3],
+                )
+        self.logged_problems = set(report.problems)
         if decision.ranking.fallback:
             m.fallbacks.labels(_reason(decision.ranking.fallback)).inc()
         if decision.placements.outcome == "fallback":

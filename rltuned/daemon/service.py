@@ -1,11 +1,14 @@
 """The long-running daemon: the tick loop, signals, systemd notification, metrics and the control socket.
 
 Ticks run on the main thread, one at a time, `interval_s` apart (start to start); while slurmctld is
-unreachable the wait doubles up to `backoff_max_s`, and the first good read resets it. SIGTERM/SIGINT
+unreachable the wait between full reads doubles up to `backoff_max_s`, but a cheap `scontrol ping` every
+`interval_s` ends the wait as soon as slurmctld answers, so the daemon resumes within one interval of
+slurmctld's return; the first good read resets the backoff. SIGTERM/SIGINT
 stop the loop: a tick that has not started applying is abandoned, one that has finishes its plan. SIGHUP
 reloads the config file's model (validated before the swap). systemd hears READY=1 only after the config,
 the model, the metrics server and a first snapshot (or a clear failure to take it), and a heartbeat
-thread pings the watchdog only while ticks keep completing.
+thread pings the watchdog unless a tick has made no progress (a read, a decision, an applied action) for
+longer than every timeout it may legitimately wait on: a long outage or a long plan never trips it.
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ class Service:
             self.notifier.socket.setblocking(False)
         self.control: ControlServer | None = None
         self.metrics_port: int | None = None
-        self.last_progress = time.monotonic()
+        self.in_tick = False
+        """True while a tick runs; with `engine.progress_at` it tells the watchdog a tick is stuck."""
         self.engine = Engine(
             settings,
             make_adapter(settings),
@@ -181,13 +185,17 @@ class Service:
             started = time.monotonic()
             if not self.paused:
                 with self.lock:
-                    report = self.engine.tick(self.mode, self.stop_event.is_set)
+                    self.engine.progress_at = time.monotonic()
+                    self.in_tick = True
+                    try:
+                        report = self.engine.tick(self.mode, self.stop_event.is_set)
+                    finally:
+                        self.in_tick = False
                 failures = failures + 1 if report.result == "error" else 0
-            self.last_progress = time.monotonic()
             wait = self._next_wait(failures) - (time.monotonic() - started)
             # Even when a tick overran its interval, pause briefly: the lock is not fair, and a control
             # request (plan, reload-model) waiting for it must get a turn between ticks.
-            self._sleep(max(MIN_PAUSE_S, wait))
+            self._sleep(max(MIN_PAUSE_S, wait), probe=failures > 1)
         self.shutdown()
 
     def _next_wait(self, failures: int) -> float:
@@ -196,10 +204,14 @@ class Service:
             return interval
         return float(min(interval * 2.0 ** (failures - 1), self.settings.daemon.backoff_max_s))
 
-    def _sleep(self, seconds: float) -> None:
+    def _sleep(self, seconds: float, probe: bool = False) -> None:
+        """Wait between ticks; reloads happen here. With `probe` (backing off after failed reads), ping
+        slurmctld every interval and end the wait once it answers."""
         deadline = time.monotonic() + seconds
+        next_probe = time.monotonic() + self.settings.daemon.interval_s
         while True:
-            self.wake.wait(max(0.0, deadline - time.monotonic()))
+            until = min(deadline, next_probe) if probe else deadline
+            self.wake.wait(max(0.0, until - time.monotonic()))
             self.wake.clear()
             if self.reload_event.is_set() and not self.stop_event.is_set():
                 self.reload_event.clear()
@@ -207,20 +219,39 @@ class Service:
                 continue
             if self.stop_event.is_set() or time.monotonic() >= deadline:
                 return
+            if probe and time.monotonic() >= next_probe:
+                if self._slurmctld_answers():
+                    self.log.info("slurmctld_back", backoff_left_s=round(deadline - time.monotonic(), 1))
+                    return
+                next_probe = time.monotonic() + self.settings.daemon.interval_s
+
+    def _slurmctld_answers(self) -> bool:
+        ping = getattr(self.engine.adapter, "ping", None)
+        return bool(ping()) if ping is not None else False
+
+    def stuck_limit_s(self) -> float:
+        """The longest a tick may go without progress: the reads' and one action's timeouts, the solver's
+        limit and the model's budget, plus a margin for a loaded host."""
+        d = self.settings
+        return (
+            4 * d.slurm.command_timeout_s
+            + d.placement.time_limit_ms / 1000
+            + d.policy.max_inference_ms / 1000
+            + 30
+        )
+
+    def is_stuck(self) -> bool:
+        return self.in_tick and time.monotonic() - self.engine.progress_at > self.stuck_limit_s()
 
     def _start_watchdog(self) -> None:
-        """Ping WATCHDOG=1 at half of systemd's WATCHDOG_USEC (every 5 s without one) while the loop
-        shows progress: a tick stuck beyond twice its period plus every Slurm timeout stops the pings."""
+        """Ping WATCHDOG=1 at half of systemd's WATCHDOG_USEC (every 5 s without one) unless a tick is
+        stuck: waiting between ticks (backoff included) is progress, a hung command or model is not."""
         usec = os.environ.get("WATCHDOG_USEC", "")
         every = int(usec) / 2e6 if usec.isdigit() and int(usec) > 0 else 5.0
-        d = self.settings
-        limit = (
-            2 * d.daemon.interval_s + 4 * d.slurm.command_timeout_s + d.placement.time_limit_ms / 1000 + 30
-        )
 
         def beat() -> None:
             while not self.heartbeat_stop.wait(every):
-                if time.monotonic() - self.last_progress < limit:
+                if not self.is_stuck():
                     self.notifier.notify("WATCHDOG=1")
 
         threading.Thread(target=beat, name="watchdog", daemon=True).start()

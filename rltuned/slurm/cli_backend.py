@@ -168,6 +168,14 @@ class CliAdapter:
                 return word.removeprefix("JobState=")
         return None
 
+    def ping(self) -> bool:
+        """`scontrol ping`: one cheap RPC, asked while backing off to notice slurmctld coming back."""
+        try:
+            proc, _ = self._exec(["scontrol", "ping"])
+        except SlurmError:
+            return False
+        return proc.returncode == 0 and " is UP" in proc.stdout
+
     def show_config(self) -> str:
         """`scontrol show config` text (for the start-up priority checks)."""
         return self._run(["scontrol", "show", "config"], {})

@@ -49,6 +49,9 @@ class FakeAdapter:
         self.writes.append((job_id, {"release": ""}))
         return UpdateResult(Outcome.OK)
 
+    def ping(self) -> bool:
+        return self.fail_read is None
+
     def job_state(self, job_id: int) -> str | None:
         if job_id in self.states:
             return self.states[job_id]

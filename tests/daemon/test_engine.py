@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import structlog
 import torch
 
 from rltuned.daemon.config import Settings
@@ -112,6 +113,17 @@ def test_garbage_job_records_are_skipped_and_counted_not_fatal(tmp_path: Path) -
     assert report.result == "ok"
     assert report.decision is not None
     assert report.decision.view.report.skipped_malformed == 2
+
+
+def test_a_bad_record_is_counted_every_tick_but_logged_once(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    adapter.squeue["jobs"].append({"job_id": "x"})
+    eng = engine(adapter, tmp_path)
+    with structlog.testing.capture_logs() as logs:
+        eng.tick("shadow")
+        eng.tick("shadow")
+    assert [e["event"] for e in logs].count("slurm_records_skipped") == 1
+    assert eng.metrics.malformed._value.get() == 2
 
 
 class _Broken:

@@ -148,6 +148,68 @@ def test_reset_restores_multifactors_own_priorities(clean_lab: SlurmLab, tmp_pat
     assert all(lab.job_field(j, "Reason") != "JobHeldAdmin" for j in managed)  # released again
 
 
+def sprio_site(lab: SlurmLab) -> dict[int, int]:
+    """Each pending job's SiteFactor as multifactor adds it (`sprio`'s SITE column)."""
+    out = lab.run(["sprio", "-h", "-o", "%i %S"]).stdout
+    return {int(job): int(site) for job, site in (line.split() for line in out.splitlines())}
+
+
+def planned_gpu_type(row: dict[str, Any]) -> str:
+    """The GPU model of the node a plan row places its job on ("k80-1 (spread)" -> "k80")."""
+    return str(row["placement"]).split()[0].split(",")[0].rsplit("-", 1)[0]
+
+
+def test_site_factor_and_placement_levers_reach_slurm_and_reset_undoes_them(
+    clean_lab: SlurmLab, tmp_path: Path
+) -> None:
+    """With the partition down, jobs pend on an idle cluster, so the solver places every one of them:
+    SiteFactor, OverSubscribe and ExcNodeList are all written, checked in Slurm, undone, and obeyed."""
+    from rltuned.slurm.hostlist import expand
+
+    lab = clean_lab
+    lab.run(["scontrol", "update", "PartitionName=main", "State=DOWN"])
+    try:
+        untyped = [lab.sbatch("2", minutes=10, user="alice"), lab.sbatch("1", minutes=3, user="carol")]
+        typed = [lab.sbatch("p100:1", minutes=5, user="bob"), lab.sbatch("k80:2", minutes=20, user="alice")]
+        managed = untyped + typed
+        path = config(tmp_path, lab, apply__lever="site_factor", placement__oversubscribe=True)
+        proc = cli("--config", str(path), "--once", "--mode", "enforce")
+        assert proc.returncode == 0, proc.stderr
+        summary = json.loads(proc.stdout)
+        assert summary["managed"] == len(managed) and summary["actions_failed"] == 0
+        assert summary["placed"] == len(managed)
+        rows = {r["job"]: r for r in plan_json(path)}
+        assert sorted(rows) == sorted(managed)
+        assert all(r["actions"] == "" for r in rows.values())  # Slurm now matches the plan
+        site = sprio_site(lab)
+        for job in managed:
+            assert site[job] == rows[job]["target"] > 0
+            pack = str(rows[job]["placement"]).endswith("(pack)")
+            assert lab.job_field(job, "OverSubscribe") == ("YES" if pack else "NO")
+        for job in untyped:
+            gpu_type = planned_gpu_type(rows[job])
+            assert set(expand(lab.job_field(job, "ExcNodeList"))) == {
+                n for n in lab.nodes if not n.startswith(gpu_type + "-")
+            }
+        for job in typed:  # typed jobs are never steered: their GPU model already says where
+            assert lab.job_field(job, "ExcNodeList") == "(null)"
+
+        proc = cli("reset", "--config", str(path), module="rltuned.cli")
+        assert proc.returncode == 0, proc.stderr
+        assert all(sprio_site(lab)[job] == 0 for job in managed)
+        assert all(lab.job_field(job, "ExcNodeList") == "(null)" for job in untyped)
+
+        # Steer again, then let Slurm schedule: each untyped job runs on the GPU model the plan chose.
+        assert cli("--config", str(path), "--once", "--mode", "enforce").returncode == 0
+        rows = {r["job"]: r for r in plan_json(path)}
+        lab.run(["scontrol", "update", "PartitionName=main", "State=UP"])
+        for job in untyped:
+            lab.wait_state(job, "RUNNING", timeout=30)
+            assert lab.job_field(job, "NodeList").startswith(planned_gpu_type(rows[job]) + "-")
+    finally:
+        lab.run(["scontrol", "update", "PartitionName=main", "State=UP"])
+
+
 def _scrape(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         body: bytes = response.read()
@@ -167,7 +229,14 @@ def test_the_daemon_runs_ticks_survives_a_slurmctld_restart_and_exports_metrics(
     lab = clean_lab
     fill_cluster(lab)
     queue_for_sjf(lab)
-    path = config(tmp_path, lab, metrics__enabled=True, metrics__port=0, policy__model=str(MODEL))
+    path = config(
+        tmp_path,
+        lab,
+        metrics__enabled=True,
+        metrics__port=0,
+        policy__model=str(MODEL),
+        daemon__backoff_max_s=60.0,
+    )
     log = (tmp_path / "daemon.log").open("w+")
     daemon = subprocess.Popen(
         [sys.executable, "-m", "rltuned.daemon_cli", "--config", str(path), "--mode", "enforce"],
@@ -180,11 +249,14 @@ def test_the_daemon_runs_ticks_survives_a_slurmctld_restart_and_exports_metrics(
         events = _wait_for(log, lambda e: e.get("event") == "tick" and e.get("result") == "ok", 30)
         port = next(e["port"] for e in events if e.get("event") == "metrics_listening")
         lab.stop_controller()
-        _wait_for(log, lambda e: e.get("event") == "tick" and e.get("result") == "error", 30)
+        events = _wait_for(log, lambda e: e.get("event") == "tick" and e.get("result") == "error", 30)
+        first = min(e["tick"] for e in events if e.get("event") == "tick" and e.get("result") == "error")
+        # Four failed reads in a row: the wait between full reads is now 8 s and growing (up to 60 s).
+        _wait_for(log, lambda e: e.get("event") == "tick" and e.get("tick", 0) >= first + 3, 60)
         lab.start_controller()
         restarted = time.monotonic()
         _wait_for(log, lambda e: e.get("event") == "tick" and e.get("result") == "ok", 30, after_error=True)
-        assert time.monotonic() - restarted < 10  # within a tick or two of the backoff (max 2 s) plus a read
+        assert time.monotonic() - restarted < 4  # the 1 s ping ends the backoff: within one interval + a read
         text = _scrape(port)
         assert _metric(text, 'rltuned_ticks_total{result="error"}') >= 1
         assert _metric(text, 'rltuned_ticks_total{result="ok"}') >= 2

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -218,3 +219,25 @@ def test_a_clean_stop_resets_when_configured(tmp_path: Path) -> None:
     svc.shutdown()
     assert {job for job, f in adapter.writes if "release" in f} == written
     assert len(svc.engine.ledger) == 0
+
+
+def test_a_backoff_ends_as_soon_as_slurmctld_answers_a_ping(tmp_path: Path) -> None:
+    svc = service(tmp_path, daemon={"interval_s": 0.2, "backoff_max_s": 600.0})
+    adapter = svc.engine.adapter
+    assert isinstance(adapter, FakeAdapter)
+    adapter.fail_read = "slurmctld unreachable"
+    threading.Timer(0.5, lambda: setattr(adapter, "fail_read", None)).start()
+    started = time.monotonic()
+    svc._sleep(60.0, probe=True)  # the tick loop's wait after a few failed reads
+    assert time.monotonic() - started < 3.0
+    assert svc.engine.tick().result == "ok"
+
+
+def test_the_watchdog_is_fed_while_waiting_and_starved_only_by_a_stuck_tick(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    svc.engine.progress_at = time.monotonic() - 3600  # an hour since the last tick: a long backoff
+    assert not svc.is_stuck()
+    svc.in_tick = True  # ... but a tick that has not moved for an hour is stuck
+    assert svc.is_stuck()
+    svc.engine.progress_at = time.monotonic() - svc.stuck_limit_s() + 5
+    assert not svc.is_stuck()
