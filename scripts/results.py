@@ -13,17 +13,22 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from rltuned.clusters import load_cluster
+from rltuned.domain import ClusterSpec, Job
 from rltuned.estimates import apply_estimates
 from rltuned.rl.evaluate import Comparison, compare, evaluation_jobs
-from rltuned.rl.export import load_model
-from rltuned.sim.runner import choose_windows
+from rltuned.rl.export import LoadedModel, load_model
+from rltuned.sim.runner import Window, choose_windows
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
 BASES = ("fcfs", "sjf", "wfp3", "f1", "unicep")
+METRIC_KEY = {"bsld": "avg_bsld", "wait": "avg_wait_s", "jct": "avg_jct_s", "util": "gpu_util"}
 METRICS = (("avg_bsld", "bounded slowdown"), ("avg_wait_s", "wait (s)"), ("avg_jct_s", "JCT (s)"),
            ("gpu_util", "GPU util"))  # fmt: skip
 
@@ -75,9 +80,10 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
     print(f"- evaluation: {setting}; placement {config.placement}; {len(held_out)} held-out jobs\n")
     print("| base | metric | base policy | with RL | improvement |")
     print("|---|---|---|---|---|")
+    bodies: dict[str, dict[str, Any]] = {}
     for base in BASES:
         result: Comparison = compare(model, held_out, cluster, base, config, windows, warmup)
-        body = result.as_dict()
+        body = bodies[base] = result.as_dict()
         for key, label in METRICS:
             c = body[key]
             print(
@@ -85,9 +91,56 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
                 f"({fmt(c['rl_std'])}) | {c['improvement_pct']:+.1f}% |"
             )
     print()
+    key = METRIC_KEY[str(m["metric"])]
+    best = (
+        min(BASES, key=lambda b: bodies[b][key]["base_mean"])
+        if key != "gpu_util"
+        else max(BASES, key=lambda b: bodies[b][key]["base_mean"])
+    )
+    ours = bodies[str(m["base"])][key]["rl_mean"]
+    best_value = bodies[best][key]["base_mean"]
+    beats = ours < best_value if key != "gpu_util" else ours > best_value
+    verdict = "beats" if beats else "does NOT beat"
+    print(f"Best heuristic on these windows by {key}: **{best}** ({fmt(best_value)}); the model on its own "
+          f"base `{m['base']}`: {fmt(ours)}, which {verdict} it.\n")  # fmt: skip
+    seeds = sorted(p.parent for p in (model_dir / "seeds").glob("*/manifest.json"))
+    if seeds:
+        seed_table(model, seeds, held_out, cluster, config, windows, warmup, key)
     print("<details><summary>raw</summary>\n\n```json")
     print(json.dumps({"model": model_dir.name, "manifest": m}, indent=1, default=str)[:4000])
     print("```\n</details>\n")
+
+
+def seed_table(
+    model: LoadedModel,
+    seeds: list[Path],
+    held_out: list[Job],
+    cluster: ClusterSpec,
+    config: SimConfig,
+    windows: list[Window],
+    warmup: int,
+    key: str,
+) -> None:
+    """The same recipe trained with other seeds, on the same windows: is the gain more than seed noise?"""
+    base = str(model.manifest["base"])
+    rows = [(model.manifest.get("seed"), compare(model, held_out, cluster, base, config, windows, warmup))]
+    for path in seeds:
+        other = load_model(path)
+        rows.append(
+            (other.manifest.get("seed"), compare(other, held_out, cluster, base, config, windows, warmup))
+        )
+    print(f"Seeds (same recipe and budget, `{base}` base, {key}); the shipped model is the first row:\n")
+    print(f"| seed | {base} | with RL | improvement |")
+    print("|---|---|---|---|")
+    gains = []
+    for seed, result in rows:
+        c = result.as_dict()[key]
+        gains.append(c["improvement_pct"])
+        print(f"| {seed} | {fmt(c['base_mean'])} | {fmt(c['rl_mean'])} | {c['improvement_pct']:+.1f}% |")
+    mean, spread = float(np.mean(gains)), float(np.std(gains))
+    verdict = "more" if mean > spread and min(gains) > 0 else "NOT more"
+    print(f"\nImprovement over seeds: mean {mean:+.1f}%, std {spread:.1f} points: the gain is {verdict} than "
+          "the spread over seeds (every seed must improve and the mean must exceed the std).\n")  # fmt: skip
 
 
 def fmt(value: float) -> str:

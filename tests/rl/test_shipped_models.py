@@ -10,7 +10,8 @@ from rltuned.clusters import load_cluster
 from rltuned.rl.export import load_model
 from rltuned.traces.bundled import resolve_trace
 
-MODELS = sorted(p.parent for p in (Path(__file__).parents[2] / "models").glob("*/manifest.json"))
+ROOT = Path(__file__).parents[2] / "models"
+MODELS = sorted(p.parent for p in [*ROOT.glob("*/manifest.json"), *ROOT.glob("*/seeds/*/manifest.json")])
 
 
 def test_models_are_shipped() -> None:
