@@ -34,7 +34,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = load(args.config)
     if args.check_config:
-        print(f"{args.config}: ok (mode {args.mode or settings.apply.mode}, lever {settings.apply.lever})")
+        from rltuned.daemon.preflight import check
+
+        checked = ", ".join(check(settings))
+        mode = args.mode or settings.apply.mode
+        print(f"{args.config}: ok (mode {mode}, lever {settings.apply.lever}; checked {checked})")
         return 0
     configure(settings.log.level, settings.log.format)
     from rltuned.daemon.service import Service, run_once

@@ -83,6 +83,10 @@ class TickReport:
         return out
 
 
+LEDGER_EVERY = 32
+"""Applied actions between ledger saves within one plan (and once at its end)."""
+
+
 class Engine:
     def __init__(
         self,
@@ -215,6 +219,8 @@ class Engine:
             if result.outcome == Outcome.OK:
                 cleared = action.kind == "excluded_nodes" and action.value == ""
                 self.ledger.record(action.job_id, **{action.kind: None if cleared else action.value})
+                if done % LEDGER_EVERY == LEDGER_EVERY - 1:  # a kill mid-plan loses at most this many
+                    self._save_ledger()
                 self.log.info(
                     "job_updated", jobid=action.job_id, action=action.kind, value=action.value, mode="enforce"
                 )
@@ -226,7 +232,7 @@ class Engine:
                     result=result.outcome.value,
                     stderr=result.message,
                 )
-        self.ledger.save()
+        self._save_ledger()
         return dict(counts)
 
     def reset(self) -> dict[str, int]:
@@ -259,11 +265,19 @@ class Engine:
                 ok &= self._count(counts, "excluded_nodes", result.outcome)
             if ok:
                 self.ledger.forget(job_id)
-        self.ledger.save()
+        self._save_ledger()
         self.log.info("reset", **counts)
         return dict(counts)
 
     # --- bookkeeping --------------------------------------------------------------------------------
+
+    def _save_ledger(self) -> None:
+        """A full disk or a lost state_dir must not kill the daemon; `reset` just knows less."""
+        try:
+            self.ledger.save()
+        except OSError as exc:
+            self.metrics.fallbacks.labels("ledger_unsaved").inc()
+            self.log.error("ledger_save_failed", path=str(self.ledger.path), error=str(exc))
 
     def _count(self, counts: Counter[str], kind: str, outcome: Outcome) -> bool:
         counts[f"{kind}:{outcome.value}"] += 1

@@ -100,7 +100,7 @@ class Metrics:
             return
         labels = (
             str(manifest.get("sha256", "")),
-            str(manifest.get("schema_version", "")),
+            _model_version(manifest),
             str(manifest.get("trace", "")),
             str(manifest.get("base", "")),
             str(manifest.get("metric", "")),
@@ -119,3 +119,11 @@ def _torch_version() -> str:
     import torch
 
     return str(torch.__version__)
+
+
+def _model_version(manifest: Mapping[str, Any]) -> str:
+    """What tells two models of one recipe apart: the training commit (short) and the seed."""
+    commit = str(manifest.get("training_commit") or "unknown")
+    dirty = commit.endswith("-dirty")
+    short = commit.removesuffix("-dirty")[:12] + ("-dirty" if dirty else "")
+    return f"{short}/seed{manifest.get('seed', '?')}"

@@ -56,17 +56,27 @@ def make_adapter(settings: Settings) -> SlurmAdapter:
 
 
 def validated_model(path: Path, engine: Engine | None) -> LoadedModel:
-    """Load, verify, and run once on the current snapshot before anyone depends on it."""
+    """Load, verify, and run once on the current snapshot (the last tick's) before anyone depends on it:
+    a model that loads but fails, returns NaN or blows the inference budget on the real queue is
+    rejected here rather than discovered as a fallback on every tick."""
     model = load_model(path)
-    last = engine.last.decision if engine is not None and engine.last is not None else None
-    if last is not None and last.view.snapshot.pending:
-        obs = encode(last.view.snapshot, make_policy(engine.base if engine else "fcfs"))
-        try:
-            scores = model.scores(torch.from_numpy(np.array(obs.actor)), torch.from_numpy(np.array(obs.mask)))
-        except RuntimeError as exc:
-            raise ModelLoadError(f"{path}: forward pass on the current queue failed ({exc})") from None
-        if not bool(torch.isfinite(scores[torch.from_numpy(np.array(obs.mask))]).all()):
-            raise ModelLoadError(f"{path}: non-finite scores on the current queue")
+    last = engine.last if engine is not None else None  # one reference read: no lock needed
+    decision = last.decision if last is not None else None
+    if engine is None or decision is None or not decision.view.snapshot.pending:
+        return model
+    obs = encode(decision.view.snapshot, make_policy(engine.base))
+    mask = torch.from_numpy(np.array(obs.mask))
+    started = time.perf_counter()
+    try:
+        scores = model.scores(torch.from_numpy(np.array(obs.actor)), mask)
+    except RuntimeError as exc:
+        raise ModelLoadError(f"{path}: forward pass on the current queue failed ({exc})") from None
+    took_ms = (time.perf_counter() - started) * 1000.0
+    if not bool(torch.isfinite(scores[mask]).all()):
+        raise ModelLoadError(f"{path}: non-finite scores on the current queue")
+    budget = engine.settings.policy.max_inference_ms
+    if took_ms > budget:
+        raise ModelLoadError(f"{path}: {took_ms:.0f} ms on the current queue, over policy.max_inference_ms")
     return model
 
 

@@ -1,6 +1,6 @@
 """Start-up checks of slurmctld's priority settings against the lever rltuned is configured to use.
 
-An external priority daemon fails silently under some settings (peers.md P2, P3): with
+An external priority daemon fails silently under some settings: with
 `PriorityFlags=INCR_ONLY` every decrease rltuned writes is ignored; `SiteFactor` only exists in the
 multifactor plugin; with `priority/basic` new jobs get priorities near 2^32, above any band rltuned sets.
 `scontrol show config` is read once and each problem becomes a warning; nothing here stops the daemon.

@@ -121,6 +121,67 @@ def test_enforce_tick_sets_the_plans_priorities_and_slurm_follows_them(
         assert lab.job_field(job_id, "JobState") == "PENDING"  # FIFO would have started managed[0:2]
 
 
+def test_jobs_slurm_must_handle_itself_are_left_alone(clean_lab: SlurmLab, tmp_path: Path) -> None:
+    """Dependencies, begin times, unsplit arrays, heterogeneous jobs and reservations, as the real 22.05
+    reports them: counted under their reason, and never written to in enforce mode."""
+    lab = clean_lab
+    blockers = fill_cluster(lab)
+    managed = queue_for_sjf(lab)
+    left = {
+        lab.sbatch("p100:1", minutes=5, user="bob", extra=[f"--dependency=afterok:{blockers[0]}"]),
+        lab.sbatch("1", minutes=5, user="alice", extra=["--begin=now+3600"]),
+        lab.sbatch("k80:1", minutes=5, user="carol", extra=["--array=0-3"]),
+    }
+    lab.run(["scontrol", "create", "reservation", "ReservationName=rltuned-test", "StartTime=now",
+             "Duration=60", "Nodes=p100-1", "Users=alice", "Flags=IGNORE_JOBS"])  # fmt: skip
+    try:
+        left.add(lab.sbatch("p100:4", minutes=5, user="alice", extra=["--reservation=rltuned-test"]))
+        het_argv = ["sbatch", "--parsable", "-t", "5", "-o", "/dev/null", "--gres=gpu:p100:4"]
+        het_argv += ["--wrap", "sleep 60", ":", "--gres=gpu:k80:2", "--wrap", "sleep 60"]
+        het = lab.run(het_argv)
+        het_id = int(het.stdout.strip().split(";")[0])
+        before = {j["job_id"]: j["priority"] for j in lab.squeue_json()["jobs"]}
+        proc = cli("--config", str(config(tmp_path, lab)), "--once", "--mode", "enforce")
+        assert proc.returncode == 0, proc.stderr
+        summary = json.loads(proc.stdout)
+        assert summary["managed"] == len(managed) and summary["actions_failed"] == 0
+        assert summary["left_alone"] == {
+            "dependency": 2,  # the dependency and the begin time
+            "array_unsplit": 1,
+            "heterogeneous": 2,  # both components
+            "reservation": 1,
+        }
+        after = {j["job_id"]: j["priority"] for j in lab.squeue_json()["jobs"]}
+        untouched = [j for j in after if j in left or j == het_id or j not in managed]
+        assert untouched and all(after[j] == before[j] for j in untouched)
+        assert any(after[j] != before[j] for j in managed)
+    finally:
+        lab.cancel_all()
+        lab.run(["scontrol", "delete", "ReservationName=rltuned-test"])
+
+
+def test_a_job_that_ends_between_read_and_write_is_counted_gone(clean_lab: SlurmLab, tmp_path: Path) -> None:
+    """Slurm 22.05's own message for a finished job ('Job has already finished') is recognized."""
+    from rltuned.daemon.config import load
+    from rltuned.daemon.engine import Engine
+    from rltuned.daemon.ledger import Ledger
+    from rltuned.slurm.cli_backend import CliAdapter
+
+    lab = clean_lab
+    fill_cluster(lab)
+    managed = queue_for_sjf(lab)
+    settings = load(config(tmp_path, lab))
+    engine = Engine(settings, CliAdapter(lab.conf, None, 3.0), None, Ledger.in_dir(tmp_path / "state"))
+    plan = engine.decide(engine.read()).plan
+    assert len(plan.actions) == len(managed)
+    gone = plan.actions[0].job_id
+    lab.run(["scancel", str(gone)])
+    lab.wait_state(gone, "CANCELLED")
+    counts = engine.apply(plan)
+    assert counts == {"priority:gone": 1, "priority:ok": len(managed) - 1}
+    assert gone not in dict(engine.ledger.items())
+
+
 def test_shadow_mode_changes_nothing(clean_lab: SlurmLab, tmp_path: Path) -> None:
     lab = clean_lab
     fill_cluster(lab)

@@ -17,10 +17,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import torch
 
 from rltuned.daemon.config import Settings
 from rltuned.daemon.control import request
 from rltuned.daemon.service import Service
+from rltuned.rl.export import export_actor
 from tests.daemon.fakes import FakeAdapter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,6 +61,30 @@ def test_reload_rejects_a_bad_model_and_keeps_the_old_one_serving(tmp_path: Path
     itp = json.loads((MODELS / "itp-fcfs-bsld" / "manifest.json").read_text())["sha256"]
     series = [s for m in svc.metrics.registry.collect() for s in m.samples if s.name == "rltuned_model_info"]
     assert [s.labels["model_sha256"] for s in series] == [itp]  # the old model's series is gone
+    manifest = json.loads((MODELS / "itp-fcfs-bsld" / "manifest.json").read_text())
+    commit, seed = manifest["training_commit"], manifest["seed"]
+    assert series[0].labels["model_version"].startswith(f"{commit[:12]}")
+    assert series[0].labels["model_version"].endswith(f"/seed{seed}")
+
+
+class _NanOnARealQueue(torch.nn.Module):
+    """Passes the loader's one-slot check, returns NaN once the queue has more than one job."""
+
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(mask.shape)
+        if int(mask.sum()) > 1:
+            out = out + float("nan")
+        return out
+
+
+def test_reload_rejects_a_model_that_fails_only_on_the_live_queue(tmp_path: Path) -> None:
+    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld")})
+    old = svc.engine.model
+    svc.engine.tick("shadow")  # the live queue the new model is tried on
+    bad = export_actor(_NanOnARealQueue(), tmp_path / "nan", {"seed": 0, "training_commit": "abc"})
+    reply = svc.reload(bad)
+    assert reply["ok"] is False and "non-finite" in reply["error"]
+    assert svc.engine.model is old
 
 
 def test_a_missing_model_at_start_falls_back_to_the_base_policy(tmp_path: Path) -> None:
@@ -161,14 +187,14 @@ def test_metrics_are_served_over_http(tmp_path: Path) -> None:
         svc.control.stop()  # type: ignore[union-attr]
 
 
-def _fake_slurm(bin_dir: Path, delay_s: float) -> Path:
+def _fake_slurm(bin_dir: Path, delay_s: float, write_delay_s: float = 0.0) -> Path:
     """squeue/sinfo that answer with recorded output after a delay; scontrol records its calls."""
     bin_dir.mkdir()
     calls = bin_dir / "scontrol.calls"
     scripts = {
         "squeue": f"sleep {delay_s}; cat {FIXTURES / 'squeue.json'}",
         "sinfo": f"cat {FIXTURES / 'sinfo.json'}",
-        "scontrol": f'echo "$@" >> {calls}',
+        "scontrol": f'case "$1" in update) sleep {write_delay_s};; esac; echo "$@" >> {calls}',
     }
     for name, body in scripts.items():
         path = bin_dir / name
@@ -204,6 +230,38 @@ def test_sigterm_mid_tick_abandons_the_plan_and_exits_zero(tmp_path: Path) -> No
     assert [t["result"] for t in ticks] == ["abandoned"]
     written = calls.read_text().splitlines() if calls.exists() else []
     assert [c for c in written if not c.startswith("show ")] == []  # nothing was written to Slurm
+    assert events[-1]["event"] == "stopped"
+
+
+def test_sigterm_while_applying_finishes_the_plan_and_exits_zero(tmp_path: Path) -> None:
+    calls = _fake_slurm(tmp_path / "bin", delay_s=0.0, write_delay_s=0.3)
+    cfg = tmp_path / "rltuned.toml"
+    cfg.write_text(
+        f'[slurm]\nbin_dir = "{tmp_path / "bin"}"\n[apply]\nmode = "enforce"\n'
+        "[placement]\noversubscribe = false\nsteer_untyped = false\n"
+        f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n[control]\nsocket = "{tmp_path / "ctl.sock"}"\n'
+        '[metrics]\nenabled = false\n[log]\nformat = "json"\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rltuned.daemon_cli", "--config", str(cfg)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the first write of the first plan has gone out: apply is under way
+        if '"job_updated"' in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=60) == 0
+    events = [json.loads(line) for line in rest.splitlines() if line.startswith("{")]
+    ticks = [e for e in events if e["event"] == "tick"]
+    assert len(ticks) == 1 and ticks[0]["result"] == "ok"
+    planned = ticks[0]["planned_actions"]
+    assert planned > 1 and ticks[0]["actions_applied"] == planned  # the whole plan, not half of it
+    updates = [c for c in calls.read_text().splitlines() if c.startswith("update ")]
+    assert len(updates) == planned
     assert events[-1]["event"] == "stopped"
 
 

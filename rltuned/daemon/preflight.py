@@ -1,0 +1,48 @@
+"""What `rltuned --check-config` checks beyond the file's structure: the things start-up would trip on.
+
+Each problem is one line naming the config key, as a structural error is; the first one raises.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rltuned.daemon.config import Settings
+from rltuned.daemon.control import _group_id, _user_id
+from rltuned.daemon.ledger import Ledger
+from rltuned.errors import ConfigError, ModelLoadError
+from rltuned.rl.export import load_model
+
+
+def check(settings: Settings) -> list[str]:
+    """Raise ConfigError on the first problem; return what was checked, for the summary line."""
+    checked: list[str] = []
+    c = settings.control
+    if c.group:
+        _group_id(c.group)
+    if c.owner:
+        _user_id(c.owner)
+    checked.append("control socket owner/group")
+    state_dir = settings.daemon.state_dir
+    if not _writable(state_dir):
+        raise ConfigError(f"daemon.state_dir: {state_dir} cannot be created or written by this user")
+    Ledger.in_dir(state_dir)  # an unreadable ledger is a ConfigError naming the file
+    checked.append("state_dir")
+    if settings.policy.model is not None:
+        try:
+            manifest = load_model(settings.policy.model).manifest
+        except ModelLoadError as exc:
+            raise ConfigError(f"policy.model: {exc}") from None
+        checked.append(f"model {manifest.get('trace')}/{manifest.get('base')}/{manifest.get('metric')}")
+    return checked
+
+
+def _writable(path: Path) -> bool:
+    """The directory exists and is writable, or its nearest existing parent is (start-up creates it)."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            return False
+        probe = probe.parent
+    return probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
