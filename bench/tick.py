@@ -107,12 +107,16 @@ def real_slurm(pending: int) -> dict[str, Any]:
         for gres in ("p100:4", "p100:4", "k80:2", "k80:2", "m40:1"):
             lab.sbatch(gres, minutes=60, user="carol")
         t0 = time.perf_counter()
-        script = (
-            f"for i in $(seq {pending}); do u=$(( i % 3 )); "
-            "g=$([ $(( i % 2 )) = 0 ] && echo p100:1 || echo 1); "
-            'sbatch -Q -t $(( 5 + i % 50 )) -o /dev/null --gres=gpu:$g --wrap "sleep 60"; done'
-        )
-        subprocess.run(["bash", "-c", script], env=lab.env, check=True, capture_output=True)
+        users = ("alice", "bob", "carol")
+        for k, user in enumerate(users):  # the queue is split over three users, each submitting its share
+            share = range(k + 1, pending + 1, len(users))
+            script = (
+                f"for i in $(seq {share.start} {share.step} {share.stop - 1}); do "
+                "g=$([ $(( i % 2 )) = 0 ] && echo p100:1 || echo 1); "
+                'sbatch -Q -t $(( 5 + i % 50 )) -o /dev/null --gres=gpu:$g --wrap "sleep 60"; done'
+            )
+            argv = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={lab.conf}", "bash", "-c", script]
+            subprocess.run(argv, env=lab.env, cwd=lab.dir, check=True, capture_output=True)
         submit_s = time.perf_counter() - t0
         results: dict[str, Any] = {"pending": pending, "submit_s": round(submit_s, 1)}
         settings = Settings(slurm={"conf": str(lab.conf)}, placement={"oversubscribe": False})  # type: ignore[arg-type]
