@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,8 @@ def write_config(path: Path, tmp_path: Path, model: Path | None, interval: float
     path.write_text(
         f'[slurm]\nbin_dir = "{tmp_path / "bin"}"\n[policy]\n{model_line}'
         f'[daemon]\ninterval_s = {interval}\nstate_dir = "{tmp_path / "state"}"\n'
-        f'[control]\nsocket = "{tmp_path / "ctl.sock"}"\n[metrics]\nenabled = false\n[log]\nformat = "json"\n'
+        f'[control]\nsocket = "{tmp_path / "ctl.sock"}"\n'
+        '[metrics]\naddress = "127.0.0.1"\nport = 0\n[log]\nformat = "json"\n'
     )
 
 
@@ -121,8 +123,12 @@ def events(log: Path) -> list[dict[str, object]]:
 def test_ready_comes_after_the_first_snapshot_and_the_watchdog_is_fed(daemon) -> None:  # type: ignore[no-untyped-def]
     proc, notify, _config, log = daemon
     notify.wait_for("READY=1", 60)
-    names = [e["event"] for e in events(log)]
+    seen = events(log)
+    names = [e["event"] for e in seen]
     assert names.index("model_loaded") < names.index("first_snapshot")  # READY only after both
+    port = next(e["port"] for e in seen if e["event"] == "metrics_listening")  # ... and the metrics
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        assert b"rltuned_model_info" in response.read()
     notify.wait_for("WATCHDOG=1", 10)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
