@@ -324,6 +324,9 @@ def test_the_daemon_runs_ticks_survives_a_slurmctld_restart_and_exports_metrics(
         assert _metric(text, "rltuned_slurmctld_up") == 1
         assert _metric(text, "rltuned_pending_jobs") == 8
         assert 'rltuned_model_info{base_policy="fcfs"' in text
+        assert _metric(text, 'rltuned_actions_total{kind="priority",result="ok"}') >= 8  # every job once
+        assert _metric(text, 'rltuned_tick_duration_seconds_count{stage="apply"}') >= 1
+        assert _metric(text, 'rltuned_solver_outcomes_total{outcome="idle"}') >= 1  # all GPUs busy
         assert _metric(text, "rltuned_last_successful_tick_timestamp_seconds") > time.time() - 30
     finally:
         daemon.terminate()
@@ -333,7 +336,13 @@ def test_the_daemon_runs_ticks_survives_a_slurmctld_restart_and_exports_metrics(
     lines = (tmp_path / "daemon.log").read_text().splitlines()
     assert any(json.loads(line).get("event") == "stopped" for line in lines)
     assert not any("Traceback" in line for line in lines)
-    names = [json.loads(line).get("event") for line in lines if line.startswith("{")]
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    names = [r.get("event") for r in records]
+    first_ok = next(r for r in records if r.get("event") == "tick" and r.get("result") == "ok")
+    assert first_ok["pending"] == 8 and first_ok["managed"] == 8 and first_ok["exempt"] == 0
+    assert first_ok["ranked_by"] == "model" and first_ok["fallback"] is None
+    assert first_ok["actions_applied"] == 8 and first_ok["actions_failed"] == 0
+    assert {"snapshot", "features", "policy", "solver", "apply", "total"} <= set(first_ok["latency_ms"])
     assert "slurm_config_unread" not in names  # `scontrol show config` was read ...
     assert "slurm_priority_setting" not in names  # ... and the lab's multifactor setup needs no warning
 
