@@ -29,7 +29,7 @@ class _Section(BaseModel):
 
 
 class SlurmSettings(_Section):
-    backend: Literal["auto", "cli", "pyslurm"] = "cli"
+    backend: Literal["auto", "cli", "pyslurm"] = "auto"
     """cli runs squeue/sinfo/scontrol; pyslurm needs a pyslurm built for this Slurm; auto tries pyslurm."""
     conf: Path | None = None
     """SLURM_CONF for the commands (default: Slurm's own lookup)."""

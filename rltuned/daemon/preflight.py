@@ -11,6 +11,7 @@ from pathlib import Path
 from rltuned.daemon.config import Settings
 from rltuned.daemon.control import _group_id, _user_id
 from rltuned.daemon.ledger import Ledger
+from rltuned.daemon.service import check_backend
 from rltuned.errors import ConfigError, ModelLoadError
 from rltuned.rl.export import load_model
 
@@ -24,6 +25,7 @@ def check(settings: Settings) -> list[str]:
     if c.owner:
         _user_id(c.owner)
     checked.append("control socket owner/group")
+    check_backend(settings)
     state_dir = settings.daemon.state_dir
     if not _writable(state_dir):
         raise ConfigError(f"daemon.state_dir: {state_dir} cannot be created or written by this user")

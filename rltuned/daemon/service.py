@@ -33,7 +33,7 @@ from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
 from rltuned.daemon.metrics import Metrics
 from rltuned.daemon.views import explain_job, plan_rows
-from rltuned.errors import ModelLoadError, RltunedError, SlurmError
+from rltuned.errors import ConfigError, ModelLoadError, RltunedError, SlurmError
 from rltuned.features import encode
 from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel, load_model
@@ -43,12 +43,30 @@ from rltuned.slurm.config_check import parse_show_config, priority_problems
 MIN_PAUSE_S = 0.2
 
 
+def pyslurm_cannot(settings: Settings) -> list[str]:
+    """The configured levers the pyslurm backend cannot write (it sets priority and node lists only,
+    and cannot clear a list, which un-steering needs)."""
+    problems = []
+    if settings.apply.lever == "site_factor":
+        problems.append('apply.lever = "site_factor"')
+    if settings.placement.oversubscribe:
+        problems.append("placement.oversubscribe = true")
+    if settings.placement.steer_untyped:
+        problems.append("placement.steer_untyped = true")
+    return problems
+
+
 def make_adapter(settings: Settings) -> SlurmAdapter:
+    """`auto` takes pyslurm only when it imports with the API it needs and can write every configured
+    lever; otherwise the client commands, which can do everything."""
     s = settings.slurm
     if s.backend in ("pyslurm", "auto"):
         from rltuned.slurm.pyslurm_backend import PyslurmAdapter, pyslurm_available
 
-        if s.backend == "pyslurm" or pyslurm_available():
+        cannot = pyslurm_cannot(settings)
+        if s.backend == "pyslurm" and cannot:
+            raise ConfigError(f'slurm.backend = "pyslurm" cannot write {", ".join(cannot)}; use cli or auto')
+        if s.backend == "pyslurm" or (not cannot and pyslurm_available()):
             return PyslurmAdapter()
     from rltuned.slurm.cli_backend import CliAdapter
 

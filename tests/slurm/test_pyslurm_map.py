@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rltuned.errors import SlurmError
+from rltuned.errors import ConfigError, SlurmError
 from rltuned.slurm import parse_jobs, parse_nodes, snapshot_from_slurm
 from rltuned.slurm.adapter import Outcome
 from rltuned.slurm.pyslurm_backend import PyslurmAdapter, pyslurm_available
@@ -368,3 +368,20 @@ def test_adapter_read_failure_is_a_slurm_error(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(sys.modules, "pyslurm", fake)
     with pytest.raises(SlurmError, match=r"pyslurm job\(\)\.get\(\) failed: .*connect failure"):
         PyslurmAdapter().read()
+
+
+def test_auto_takes_pyslurm_only_when_it_can_write_every_configured_lever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rltuned.daemon.config import Settings
+    from rltuned.daemon.service import make_adapter
+    from rltuned.slurm.cli_backend import CliAdapter
+
+    priority_only = {"oversubscribe": False, "steer_untyped": False}
+    monkeypatch.setitem(sys.modules, "pyslurm", None)  # not installed: the commands
+    assert isinstance(make_adapter(Settings(placement=priority_only)), CliAdapter)  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "pyslurm", _FakePyslurm())
+    assert isinstance(make_adapter(Settings(placement=priority_only)), PyslurmAdapter)  # type: ignore[arg-type]
+    assert isinstance(make_adapter(Settings()), CliAdapter)  # defaults steer and oversubscribe: commands
+    with pytest.raises(ConfigError, match=r"placement\.oversubscribe = true"):
+        make_adapter(Settings(slurm={"backend": "pyslurm"}))  # type: ignore[arg-type]
