@@ -56,6 +56,15 @@ def pyslurm_cannot(settings: Settings) -> list[str]:
     return problems
 
 
+def check_backend(settings: Settings) -> list[str]:
+    """ConfigError when pyslurm is asked for explicitly with a lever it cannot write; else what it
+    cannot write (for `auto`, a reason to take the commands)."""
+    cannot = pyslurm_cannot(settings)
+    if settings.slurm.backend == "pyslurm" and cannot:
+        raise ConfigError(f'slurm.backend = "pyslurm" cannot write {", ".join(cannot)}; use cli or auto')
+    return cannot
+
+
 def make_adapter(settings: Settings) -> SlurmAdapter:
     """`auto` takes pyslurm only when it imports with the API it needs and can write every configured
     lever; otherwise the client commands, which can do everything."""
@@ -63,9 +72,7 @@ def make_adapter(settings: Settings) -> SlurmAdapter:
     if s.backend in ("pyslurm", "auto"):
         from rltuned.slurm.pyslurm_backend import PyslurmAdapter, pyslurm_available
 
-        cannot = pyslurm_cannot(settings)
-        if s.backend == "pyslurm" and cannot:
-            raise ConfigError(f'slurm.backend = "pyslurm" cannot write {", ".join(cannot)}; use cli or auto')
+        cannot = check_backend(settings)
         if s.backend == "pyslurm" or (not cannot and pyslurm_available()):
             return PyslurmAdapter()
     from rltuned.slurm.cli_backend import CliAdapter
