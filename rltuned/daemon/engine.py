@@ -290,6 +290,9 @@ class Engine:
         m.pending.set(report.pending)
         m.running.set(report.running)
         m.managed.set(len(decision.plan.jobs))
+        m.managed_by_partition.clear()  # a partition that empties must not keep its last count
+        for partition, n in Counter(job.partition for job in decision.plan.jobs).items():
+            m.managed_by_partition.labels(partition).set(n)
         for reason, n in report.left_alone.items():
             m.exempt.labels(reason).set(n)
         if report.skipped_malformed or report.nodes_malformed:

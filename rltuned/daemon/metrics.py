@@ -54,6 +54,12 @@ class Metrics:
         )
         self.pending = Gauge("rltuned_pending_jobs", "Pending GPU jobs rltuned manages.", registry=r)
         self.managed = Gauge("rltuned_managed_jobs", "Jobs in the last plan.", registry=r)
+        self.managed_by_partition = Gauge(
+            "rltuned_partition_managed_jobs",
+            "Jobs in the last plan, by partition.",
+            ["partition"],
+            registry=r,
+        )
         self.exempt = Gauge(
             "rltuned_exempt_jobs", "Pending jobs left alone, by reason.", ["reason"], registry=r
         )

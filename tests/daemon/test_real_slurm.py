@@ -323,6 +323,7 @@ def test_the_daemon_runs_ticks_survives_a_slurmctld_restart_and_exports_metrics(
         assert _metric(text, 'rltuned_ticks_total{result="ok"}') >= 2
         assert _metric(text, "rltuned_slurmctld_up") == 1
         assert _metric(text, "rltuned_pending_jobs") == 8
+        assert _metric(text, 'rltuned_partition_managed_jobs{partition="main"}') == 8
         assert 'rltuned_model_info{base_policy="fcfs"' in text
         assert _metric(text, 'rltuned_actions_total{kind="priority",result="ok"}') >= 8  # every job once
         assert _metric(text, 'rltuned_tick_duration_seconds_count{stage="apply"}') >= 1
