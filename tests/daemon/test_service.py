@@ -203,29 +203,40 @@ def _fake_slurm(bin_dir: Path, delay_s: float, write_delay_s: float = 0.0) -> Pa
     return calls
 
 
-def test_sigterm_mid_tick_abandons_the_plan_and_exits_zero(tmp_path: Path) -> None:
-    calls = _fake_slurm(tmp_path / "bin", delay_s=2.0)
+def _enforcing_daemon(tmp_path: Path, extra: str = "") -> subprocess.Popen[str]:
+    """The daemon in enforce mode on the fake Slurm in tmp_path/bin, its JSON log on stdout."""
     cfg = tmp_path / "rltuned.toml"
     cfg.write_text(
-        f'[slurm]\nbin_dir = "{tmp_path / "bin"}"\n[apply]\nmode = "enforce"\n'
+        f'[slurm]\nbin_dir = "{tmp_path / "bin"}"\n[apply]\nmode = "enforce"\n{extra}'
         f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n[control]\nsocket = "{tmp_path / "ctl.sock"}"\n'
         '[metrics]\nenabled = false\n[log]\nformat = "json"\n'
     )
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "rltuned.daemon_cli", "--config", str(cfg)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def _stop_after(proc: subprocess.Popen[str], event: str, pause_s: float = 0.0) -> list[dict[str, object]]:
+    """SIGTERM once `event` is logged (and `pause_s` later); the daemon must exit 0. Returns the events
+    logged after that line."""
     assert proc.stdout is not None
-    for line in proc.stdout:  # the first snapshot (slow squeue) is taken; the first tick then starts
-        if '"first_snapshot"' in line:
+    for line in proc.stdout:
+        if f'"{event}"' in line:
             break
-    time.sleep(0.5)  # inside the first tick's 2 s squeue
+    time.sleep(pause_s)
     proc.send_signal(signal.SIGTERM)
     rest = proc.stdout.read()
-    assert proc.wait(timeout=30) == 0
-    events = [json.loads(line) for line in rest.splitlines() if line.startswith("{")]
+    assert proc.wait(timeout=60) == 0
+    return [json.loads(line) for line in rest.splitlines() if line.startswith("{")]
+
+
+def test_sigterm_mid_tick_abandons_the_plan_and_exits_zero(tmp_path: Path) -> None:
+    calls = _fake_slurm(tmp_path / "bin", delay_s=2.0)
+    # After the first snapshot (slow squeue) the first tick starts; 0.5 s in, it is inside its 2 s read.
+    events = _stop_after(_enforcing_daemon(tmp_path), "first_snapshot", pause_s=0.5)
     ticks = [e for e in events if e["event"] == "tick"]
     assert [t["result"] for t in ticks] == ["abandoned"]
     written = calls.read_text().splitlines() if calls.exists() else []
@@ -235,31 +246,13 @@ def test_sigterm_mid_tick_abandons_the_plan_and_exits_zero(tmp_path: Path) -> No
 
 def test_sigterm_while_applying_finishes_the_plan_and_exits_zero(tmp_path: Path) -> None:
     calls = _fake_slurm(tmp_path / "bin", delay_s=0.0, write_delay_s=0.3)
-    cfg = tmp_path / "rltuned.toml"
-    cfg.write_text(
-        f'[slurm]\nbin_dir = "{tmp_path / "bin"}"\n[apply]\nmode = "enforce"\n'
-        "[placement]\noversubscribe = false\nsteer_untyped = false\n"
-        f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n[control]\nsocket = "{tmp_path / "ctl.sock"}"\n'
-        '[metrics]\nenabled = false\n[log]\nformat = "json"\n'
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rltuned.daemon_cli", "--config", str(cfg)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:  # the first write of the first plan has gone out: apply is under way
-        if '"job_updated"' in line:
-            break
-    proc.send_signal(signal.SIGTERM)
-    rest = proc.stdout.read()
-    assert proc.wait(timeout=60) == 0
-    events = [json.loads(line) for line in rest.splitlines() if line.startswith("{")]
+    proc = _enforcing_daemon(tmp_path, "[placement]\noversubscribe = false\nsteer_untyped = false\n")
+    events = _stop_after(proc, "job_updated")  # the first write of the first plan has gone out
     ticks = [e for e in events if e["event"] == "tick"]
     assert len(ticks) == 1 and ticks[0]["result"] == "ok"
     planned = ticks[0]["planned_actions"]
-    assert planned > 1 and ticks[0]["actions_applied"] == planned  # the whole plan, not half of it
+    assert isinstance(planned, int) and planned > 1
+    assert ticks[0]["actions_applied"] == planned  # the whole plan, not half of it
     updates = [c for c in calls.read_text().splitlines() if c.startswith("update ")]
     assert len(updates) == planned
     assert events[-1]["event"] == "stopped"
