@@ -277,6 +277,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _require(args.warmup is None or args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
     _require(args.sequences >= 1, f"--sequences must be >= 1, got {args.sequences}")
     _require(args.jobs >= 1, f"--jobs must be >= 1, got {args.jobs}")
+    import torch
+
+    torch.set_num_threads(1)  # one 256-slot MLP per decision: a second thread only adds overhead
     model = load_model(args.model)
     manifest = model.manifest
     bases = _policy_list(args.base, "base policy")
