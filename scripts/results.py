@@ -105,7 +105,14 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
     beats = ours < best_value if key != "gpu_util" else ours > best_value
     verdict = "beats" if beats else "does NOT beat"
     print(f"Best heuristic on these windows by {key}: **{best}** ({fmt(best_value)}); the model on its own "
-          f"base `{m['base']}`: {fmt(ours)}, which {verdict} it.\n")  # fmt: skip
+          f"base `{m['base']}`: {fmt(ours)}, which {verdict} it.")  # fmt: skip
+    pick = min if key != "gpu_util" else max
+    rl_best = pick(BASES, key=lambda b: bodies[b][key]["rl_mean"])
+    rl_value = bodies[rl_best][key]["rl_mean"]
+    rl_beats = rl_value < best_value if key != "gpu_util" else rl_value > best_value
+    print(f"Best RL-enabled order: `{rl_best}`+RL ({fmt(rl_value)}), which "
+          f"{'beats' if rl_beats else 'does NOT beat'} it (chosen among the five on these same windows, "
+          "so an optimistic figure; the model was trained against its own base only).\n")  # fmt: skip
     seeds = sorted(p.parent for p in (model_dir / "seeds").glob("*/manifest.json"))
     if seeds:
         seed_table(model, seeds, held_out, cluster, config, windows, warmup, key)
