@@ -24,7 +24,8 @@ import torch
 from rltuned.clusters import load_cluster
 from rltuned.domain import ClusterSpec, Job
 from rltuned.estimates import apply_estimates
-from rltuned.rl.evaluate import Comparison, compare, evaluation_jobs
+from rltuned.rl.env import METRICS as METRIC_KEY
+from rltuned.rl.evaluate import LOWER_IS_BETTER, Comparison, compare, evaluation_jobs
 from rltuned.rl.export import LoadedModel, load_model
 from rltuned.sim.runner import Window, choose_windows
 from rltuned.sim.simulator import SimConfig
@@ -39,7 +40,6 @@ same jobs, runtime estimates, backfilling, placement and warm-up. Improvement is
 policy (positive = better; for utilization, higher is better). Each model was trained against FCFS
 only; the other rows show how its scores transfer to other base orders.
 """
-METRIC_KEY = {"bsld": "avg_bsld", "wait": "avg_wait_s", "jct": "avg_jct_s", "util": "gpu_util"}
 METRICS = (("avg_bsld", "bounded slowdown"), ("avg_wait_s", "wait (s)"), ("avg_jct_s", "JCT (s)"),
            ("gpu_util", "GPU util"))  # fmt: skip
 
@@ -112,24 +112,21 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
             )
     print()
     key = METRIC_KEY[str(m["metric"])]
-    best = (
-        min(BASES, key=lambda b: bodies[b][key]["base_mean"])
-        if key != "gpu_util"
-        else max(BASES, key=lambda b: bodies[b][key]["base_mean"])
-    )
-    ours = bodies[str(m["base"])][key]["rl_mean"]
+    pick = min if LOWER_IS_BETTER[key] else max
+
+    def verdict(value: float, than: float) -> str:
+        return "beats" if pick(value, than) == value and value != than else "does NOT beat"
+
+    best = pick(BASES, key=lambda b: bodies[b][key]["base_mean"])
     best_value = bodies[best][key]["base_mean"]
-    beats = ours < best_value if key != "gpu_util" else ours > best_value
-    verdict = "beats" if beats else "does NOT beat"
+    ours = bodies[str(m["base"])][key]["rl_mean"]
     print(f"Best heuristic on these windows by {key}: **{best}** ({fmt(best_value)}); the model on its own "
-          f"base `{m['base']}`: {fmt(ours)}, which {verdict} it.")  # fmt: skip
-    pick = min if key != "gpu_util" else max
+          f"base `{m['base']}`: {fmt(ours)}, which {verdict(ours, best_value)} it.")  # fmt: skip
     rl_best = pick(BASES, key=lambda b: bodies[b][key]["rl_mean"])
     rl_value = bodies[rl_best][key]["rl_mean"]
-    rl_beats = rl_value < best_value if key != "gpu_util" else rl_value > best_value
-    print(f"Best RL-enabled order: `{rl_best}`+RL ({fmt(rl_value)}), which "
-          f"{'beats' if rl_beats else 'does NOT beat'} it (chosen among the five on these same windows, "
-          "so an optimistic figure; the model was trained against its own base only).\n")  # fmt: skip
+    print(f"Best RL-enabled order: `{rl_best}`+RL ({fmt(rl_value)}), which {verdict(rl_value, best_value)} "
+          "it (chosen among the five on these same windows, so an optimistic figure; the model was trained "
+          "against its own base only).\n")  # fmt: skip
     seeds = sorted(p.parent for p in (model_dir / "seeds").glob("*/manifest.json"))
     if seeds:
         seed_table(model, seeds, held_out, cluster, config, windows, warmup, key)
