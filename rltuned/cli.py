@@ -16,6 +16,7 @@ from rltuned.errors import UsageError, exit_with
 from rltuned.estimates import MODELS, apply_estimates
 from rltuned.placement.milp import MAX_K, MilpConfig
 from rltuned.policies import POLICIES
+from rltuned.rl import REWARDS
 from rltuned.sim.runner import PolicyRun, Window, choose_windows, simulate_windows
 from rltuned.sim.simulator import PLACEMENTS, SimConfig
 from rltuned.traces import FORMATS, load_trace
@@ -89,6 +90,15 @@ def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
     tr.add_argument(
         "--rank-prior", type=float, default=0.0, help="score penalty per base-order slot (0: uniform start)"
     )
+    tr.add_argument(
+        "--reward", choices=REWARDS, default="terminal",
+        help="terminal: the paper's normalized gap at the end; dense: waiting cost as it accrues",
+    )  # fmt: skip
+    tr.add_argument("--gamma", type=float, default=1.0, help="discount per decision")
+    tr.add_argument("--gae-lambda", type=float, default=1.0, help="GAE lambda")
+    tr.add_argument("--pi-lr", type=float, default=3e-3, help="actor learning rate")
+    tr.add_argument("--update-epochs", type=int, default=6, help="passes over each batch (KL early stop)")
+    tr.add_argument("--minibatches", type=int, default=4, help="gradient steps per pass")
     tr.add_argument("--out", required=True, help="model directory, e.g. models/philly-fcfs-bsld")
     tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
 
@@ -235,6 +245,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     _require(args.window >= 2, f"--window must be >= 2, got {args.window}")
     _require(args.epochs >= 1, f"--epochs must be >= 1, got {args.epochs}")
     _require(args.rank_prior >= 0, f"--rank-prior must be >= 0, got {args.rank_prior}")
+    _require(0 < args.gamma <= 1, f"--gamma must be in (0, 1], got {args.gamma}")
+    _require(args.pi_lr > 0, f"--pi-lr must be > 0, got {args.pi_lr}")
+    _require(args.update_epochs >= 1, f"--update-epochs must be >= 1, got {args.update_epochs}")
+    _require(args.minibatches >= 1, f"--minibatches must be >= 1, got {args.minibatches}")
+    _require(0 <= args.gae_lambda <= 1, f"--gae-lambda must be in [0, 1], got {args.gae_lambda}")
+    _require(
+        args.reward == "terminal" or args.metric != "util",
+        "--reward dense needs a waiting metric (bsld, wait, jct); util has only the terminal reward",
+    )
     _require(
         args.episodes_per_epoch >= 1, f"--episodes-per-epoch must be >= 1, got {args.episodes_per_epoch}"
     )
@@ -245,7 +264,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         estimates=args.estimates, backfill=args.backfill, placement=args.placement, window=args.window,
         warmup=args.warmup, seed=args.seed, out=args.out, epochs=args.epochs,
         episodes_per_epoch=args.episodes_per_epoch, minutes=args.minutes, resume=args.resume,
-        rank_prior=args.rank_prior,
+        rank_prior=args.rank_prior, reward=args.reward, gamma=args.gamma, gae_lambda=args.gae_lambda,
+        pi_lr=args.pi_lr, update_epochs=args.update_epochs, num_minibatches=args.minibatches,
     )  # fmt: skip
     bar = None
     if sys.stderr.isatty():

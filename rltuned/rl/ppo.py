@@ -53,6 +53,8 @@ class Args:
     """jobs per episode (the paper's batch)"""
     warmup: int = 512
     """preceding jobs scheduled first (unscored) so each window meets a busy cluster"""
+    reward: str = "terminal"
+    """terminal: the paper's normalized gap at the end; dense: the waiting cost as it accrues (env.py)"""
     seed: int = 0
     """seeds torch, numpy, random and the window sampler"""
     out: str = "models/philly-fcfs-bsld"
@@ -122,9 +124,9 @@ def make_env(args: Args) -> SchedulingEnv:
     args.extra["train_jobs"] = len(train)
     args.extra["held_out_jobs"] = len(held_out)
     config = SimConfig(placement=args.placement, backfill=args.backfill)
-    return SchedulingEnv(
-        train, load_cluster(args.cluster), args.base, args.metric, args.window, config, args.warmup
-    )
+    cluster = load_cluster(args.cluster)
+    env = SchedulingEnv(train, cluster, args.base, args.metric, args.window, config, args.warmup, args.reward)
+    return env
 
 
 def collect(env: SchedulingEnv, agent: ActorCritic, episodes: int, seed: int) -> Rollout:
@@ -146,7 +148,7 @@ def collect(env: SchedulingEnv, agent: ActorCritic, episodes: int, seed: int) ->
             obs, reward, done, _, info = env.step(int(action))
             ro.rewards.append(reward)
             ro.dones.append(done)
-        ro.episode_rewards.append(ro.rewards[-1])
+        ro.episode_rewards.append(info["gap"])  # the paper's reward, whichever reward trains
         ro.base_scores.append(info["base_score"])
         ro.agent_scores.append(info["agent_score"])
     return ro
@@ -171,6 +173,8 @@ def update(agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.opti
     stats: dict[str, float] = {}
     kls: list[float] = []
     clipfracs: list[float] = []
+    entropies: list[float] = []
+    stop = False
     for epoch in range(args.update_epochs):
         order = torch.randperm(n)
         for lo in range(0, n, size):
@@ -186,6 +190,12 @@ def update(agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.opti
             with torch.no_grad():
                 kls.append(float(((ratio - 1) - torch.log(ratio)).mean()))
                 clipfracs.append(float(((ratio - 1).abs() > args.clip_ratio).float().mean()))
+                entropies.append(float(entropy.mean()))
+            # Checked before every step, not after a full pass: one pass of large steps can move the
+            # policy several nats away from the one that collected the data.
+            if kls[-1] > 1.5 * args.target_kl:
+                stop = True
+                break
             pi_opt.zero_grad()
             vf_opt.zero_grad()
             (pi_loss + v_loss).backward()
@@ -194,13 +204,14 @@ def update(agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.opti
             stats["losses/policy_loss"] = pi_loss.detach().item()
             stats["losses/value_loss"] = v_loss.detach().item()
         stats["update_epochs"] = float(epoch + 1)
-        if kls[-1] > 1.5 * args.target_kl:
+        if stop:
             break
     with torch.no_grad():
         pred = agent.get_value(b_critic)
     var = float(b_ret.var()) if n > 1 else 0.0
     stats["losses/approx_kl"] = kls[-1] if kls else 0.0
     stats["losses/clipfrac"] = float(np.mean(clipfracs)) if clipfracs else 0.0
+    stats["losses/entropy"] = entropies[0] if entropies else 0.0  # of the policy that collected the batch
     stats["losses/explained_variance"] = float("nan") if var == 0 else 1 - float((b_ret - pred).var()) / var
     return stats
 

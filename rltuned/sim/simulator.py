@@ -13,7 +13,7 @@ overdue job counts as ending "now" when reservations are computed.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
@@ -131,6 +131,8 @@ class Episode:
         self._loop = run.loop()
         self.now: float | None = None
         self.result: SimResult | None = None
+        self._done_seen = 0
+        self._done_cost = 0.0
         self._advance(None)
 
     @property
@@ -141,6 +143,28 @@ class Episode:
         if self.now is None:
             raise RuntimeError("the episode is over")
         return self._run.snapshot(self.now)
+
+    def waited(self, weight: Callable[[Job], float]) -> float:
+        """Sum over the measured jobs that have arrived of weight(job) x time waited so far (until they
+        started, or until now): the waiting cost accrued up to this decision, so that a reward can be
+        paid out as the cost accrues instead of once at the end (warm-up jobs are not measured)."""
+        if self.result is not None:
+            return sum(r.wait * weight(r.job) for r in self.result.records)
+        run, now = self._run, self.now
+        assert now is not None
+        for entry in run.done[self._done_seen :]:
+            if entry.idx >= run.warmup:
+                self._done_cost += (entry.start - entry.job.submit) * weight(entry.job)
+        self._done_seen = len(run.done)
+        cost = self._done_cost
+        for _, idx in run.running:
+            if idx >= run.warmup:
+                entry = run.by_idx[idx]
+                cost += (entry.start - entry.job.submit) * weight(entry.job)
+        for entry in run.queue:
+            if entry.idx >= run.warmup:
+                cost += (now - entry.job.submit) * weight(entry.job)
+        return cost
 
     def choose(self, job_id: int) -> None:
         if self.done:

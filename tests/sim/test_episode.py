@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 import pytest
 
@@ -54,3 +55,18 @@ def test_choices_change_the_schedule_and_only_pending_jobs_can_be_chosen() -> No
     assert episode.result is not None
     assert episode.result.records != sim.run(JOBS).records
     assert len(episode.result.records) == len(JOBS)
+
+
+def test_the_waiting_cost_so_far_grows_to_the_finished_runs_total() -> None:
+    """What dense rewards are paid from: at every decision the cost accrued so far, never decreasing,
+    ending at the finished run's sum of waits (warm-up jobs excluded)."""
+    sim = Simulator(SPEC, make_policy("fcfs"), SimConfig())
+    episode = sim.episode(JOBS, warmup=20)
+    seen = [episode.waited(lambda j: 1.0)]
+    while not episode.done:
+        episode.choose(episode.snapshot().pending[-1].id)
+        seen.append(episode.waited(lambda j: 1.0))
+    assert episode.result is not None
+    assert all(b >= a - 1e-9 for a, b in pairwise(seen))
+    assert seen[-1] == pytest.approx(sum(r.wait for r in episode.result.records))
+    assert any(0 < s < seen[-1] for s in seen), "accrues along the way"
