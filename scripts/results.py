@@ -97,6 +97,9 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
     print(f"- training: {m.get('epochs_done')} epochs x {m.get('episodes_per_epoch')} episodes of "
           f"{m.get('window')} jobs (+{warmup} warm-up), rank prior {m.get('rank_prior', 0.0)}, "
           f"wall time {wall_min:.1f} min (one core)")  # fmt: skip
+    print(f"- PPO: {m.get('reward', 'terminal')} reward, gamma {m.get('gamma')}, "
+          f"GAE lambda {m.get('gae_lambda')}, actor lr {m.get('pi_lr')}, {m.get('update_epochs')} passes x "
+          f"{m.get('num_minibatches')} minibatches, target KL {m.get('target_kl')}")  # fmt: skip
     print(f"- evaluation: {setting}; placement {config.placement}; {len(held_out)} held-out jobs\n")
     print("| base | metric | base policy | with RL | improvement |")
     print("|---|---|---|---|---|")

@@ -53,14 +53,15 @@ def write_trace(path: Path, n: int, seed: int) -> None:
 
 
 @pytest.mark.slow
-def test_short_training_run_beats_fcfs_on_held_out_windows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reward", ["terminal", "dense"])
+def test_short_training_run_beats_fcfs_on_held_out_windows(tmp_path: Path, reward: str) -> None:
     trace = tmp_path / "burst.csv"
     write_trace(trace, 4000, seed=1)
     spec = tmp_path / "tiny.toml"
     spec.write_text('name = "tiny"\n[[nodes]]\ngpu_type = "T4"\ngpus = 4\ncpus = 16\nmem_mb = 65536\n')
     args = Args(trace=str(trace), cluster=str(spec), base="fcfs", metric="bsld", estimates="exact",
                 backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "model"), epochs=20,
-                episodes_per_epoch=8, pi_lr=3e-3, vf_lr=3e-3)  # fmt: skip
+                episodes_per_epoch=8, pi_lr=3e-3, vf_lr=3e-3, reward=reward)  # fmt: skip
     model = load_model(train(args))
     jobs = load_trace(trace).jobs[3600:]  # the held-out last 10%
     windows = choose_windows(len(jobs), 64, None, 5, seed=3)
