@@ -147,7 +147,8 @@ class Episode:
     def waited(self, weight: Callable[[Job], float]) -> float:
         """Sum over the measured jobs that have arrived of weight(job) x time waited so far (until they
         started, or until now): the waiting cost accrued up to this decision, so that a reward can be
-        paid out as the cost accrues instead of once at the end (warm-up jobs are not measured)."""
+        paid out as the cost accrues instead of once at the end (warm-up jobs are not measured). The
+        finished jobs' part is kept between calls, so one episode takes one weight."""
         if self.result is not None:
             return sum(r.wait * weight(r.job) for r in self.result.records)
         run, now = self._run, self.now
