@@ -144,8 +144,12 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
             return self._observe(), paid, False, False, {}
         agent = score(compute_metrics(self.episode.result), self.metric)
         gap = reward(self.base_score, agent, self.metric)
-        info = {"base_score": self.base_score, "agent_score": agent, "gap": gap}
-        info["window_start"] = self.window_start
+        info = {
+            "base_score": self.base_score,
+            "agent_score": agent,
+            "gap": gap,
+            "window_start": self.window_start,
+        }
         return self._empty(), gap if self.weight is None else paid, True, False, info
 
     def _accrual(self) -> float:

@@ -125,8 +125,9 @@ def make_env(args: Args) -> SchedulingEnv:
     args.extra["held_out_jobs"] = len(held_out)
     config = SimConfig(placement=args.placement, backfill=args.backfill)
     cluster = load_cluster(args.cluster)
-    env = SchedulingEnv(train, cluster, args.base, args.metric, args.window, config, args.warmup, args.reward)
-    return env
+    return SchedulingEnv(
+        train, cluster, args.base, args.metric, args.window, config, args.warmup, args.reward
+    )
 
 
 def collect(env: SchedulingEnv, agent: ActorCritic, episodes: int, seed: int) -> Rollout:
