@@ -117,7 +117,12 @@ def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
     ev.add_argument("--jobs", type=int, default=1024)
     ev.add_argument("--warmup", type=int, help="default: the model's training warm-up")
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--split", choices=("held-out", "all"), default="held-out")
+    ev.add_argument(
+        "--split",
+        choices=("held-out", "all", "train"),
+        default="held-out",
+        help="train: the training split, for choosing a recipe without looking at held-out results",
+    )
     ev.add_argument("--json", action="store_true")
     ev.add_argument("--plot", help="write box plots and a wait CDF to this PNG")
 

@@ -23,8 +23,18 @@ def _mlp(sizes: list[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+MIN_INPUT_STD = 0.01
+"""Features are in [0, 1]; one that varies less than this over a whole batch carries no signal to amplify."""
+
+
 class Actor(nn.Module):
     """Scores every slot with the same MLP; padding slots score -1e9 so they are never chosen.
+
+    Inputs are standardized with a mean and scale fitted once on the first batch (`fit_input`) and
+    exported with the module. The features are on [0, 1] log or ratio scales, on which the jobs of one
+    queue differ by a few hundredths (requested time: about 0.05); without the scaling the shipped
+    dense-recipe actors' scores differed across a queue by 1e-5 to 1e-3, so their argmax ranking was
+    set by rounding-sized differences.
 
     `rank_prior` subtracts `rank_prior * slot` from each score. Slots are in base order, so the prior
     makes the sampling policy start close to the base policy (slot k drawn with weight exp(-prior * k))
@@ -37,6 +47,9 @@ class Actor(nn.Module):
         super().__init__()
         self.rank_prior = float(rank_prior)
         self.net = _mlp([ACTOR_FEATURES, hidden[0], hidden[1], 1])
+        # Fitted, not learned (requires_grad=False): parameters only so that they are typed as tensors.
+        self.in_mean = nn.Parameter(torch.zeros(ACTOR_FEATURES), requires_grad=False)
+        self.in_scale = nn.Parameter(torch.ones(ACTOR_FEATURES), requires_grad=False)
         # A zero output layer scores every slot alike: sampling starts uniform and argmax picks slot 0,
         # the base policy's choice. An untrained agent is the base policy; what it gains, it learned.
         last = self.net[-1]
@@ -49,11 +62,23 @@ class Actor(nn.Module):
         # Only real slots go through the MLP: queues are usually far shorter than 256.
         # (-1e9 is a literal: TorchScript cannot close over module globals.)
         scores = torch.full(mask.shape, -1e9, dtype=obs.dtype)
-        scores = scores.masked_scatter(mask, self.net(obs[mask]).squeeze(-1))
+        x = (obs[mask] - self.in_mean) * self.in_scale
+        scores = scores.masked_scatter(mask, self.net(x).squeeze(-1))
         if self.rank_prior != 0.0:
             slots = torch.arange(mask.shape[-1], dtype=obs.dtype)
             scores = scores - self.rank_prior * slots
         return scores
+
+    @torch.no_grad()
+    def fit_input(self, obs: torch.Tensor, mask: torch.Tensor) -> None:
+        """Standardize each feature over the real slots of a batch (obs [n, 256, 8], mask [n, 256]).
+
+        Called before the first update, while the zero output layer scores every slot alike, so the
+        batch's log-probabilities stay those of the fitted policy.
+        """
+        real = obs[mask]
+        self.in_mean.copy_(real.mean(0))
+        self.in_scale.copy_(1.0 / real.std(0, unbiased=False).clamp_min(MIN_INPUT_STD))
 
 
 class Critic(nn.Module):

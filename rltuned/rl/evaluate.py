@@ -55,7 +55,9 @@ def evaluation_jobs(jobs: Sequence[Job], which: str) -> list[Job]:
         return split(jobs)[1]
     if which == "all":
         return list(jobs)
-    raise ValueError(f"split must be held-out or all, got {which!r}")
+    if which == "train":
+        return split(jobs)[0]
+    raise ValueError(f"split must be held-out, all or train, got {which!r}")
 
 
 def run_rl(simulator: Simulator, model: LoadedModel, jobs: Sequence[Job], warmup: int) -> SimResult:

@@ -249,6 +249,8 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
     epoch = first_epoch
     for epoch in range(first_epoch, args.epochs):
         ro = collect(env, agent, args.episodes_per_epoch, seed=args.seed * 1_000_003 + epoch * 1000)
+        if epoch == 0:
+            agent.actor.fit_input(torch.from_numpy(np.stack(ro.actor)), torch.from_numpy(np.stack(ro.mask)))
         stats = update(agent, pi_opt, vf_opt, ro, args)
         wall = wall_before + time.perf_counter() - t0
         row = {
