@@ -20,6 +20,10 @@ def exported(tmp_path: Path) -> tuple[Actor, Path]:
     actor = Actor()
     for p in actor.net[-1].parameters():  # the output layer starts at zero; parity needs real scores
         torch.nn.init.normal_(p, std=0.5)
+    # A fitted input standardization, so parity covers it too.
+    actor.fit_input(
+        torch.rand(4, MAX_JOBS, ACTOR_FEATURES) * 0.1 + 0.3, torch.ones(4, MAX_JOBS, dtype=torch.bool)
+    )
     return actor, export_actor(actor, tmp_path / "m", {"trace": "t", "seed": 0, "training_commit": "abc"})
 
 

@@ -83,3 +83,24 @@ def test_a_rank_prior_starts_sampling_near_the_base_order() -> None:
     assert float(probs[0]) == pytest.approx(1 - np.exp(-1.0), abs=1e-4)
     assert float(probs[50:].sum()) == 0.0
     assert float(uniform[0]) == pytest.approx(1 / 50)
+
+
+def test_fitted_inputs_are_standardized_over_real_slots_and_leave_the_initial_policy_uniform() -> None:
+    """Jobs of one queue differ by hundredths on the [0, 1] feature scales; the MLP must see unit spread."""
+    torch.manual_seed(0)
+    actor = ActorCritic().actor
+    obs = 0.6 + 0.05 * torch.randn(6, MAX_JOBS, ACTOR_FEATURES)
+    obs[..., 3] = 1.0  # a constant feature: its scale is capped, not divided by zero
+    mask = torch.zeros(6, MAX_JOBS, dtype=torch.bool)
+    mask[:, :40] = True
+    obs[~mask] = 99.0  # padding must not move the statistics
+    actor.fit_input(obs, mask)
+    x = (obs[mask] - actor.in_mean) * actor.in_scale
+    varying = [i for i in range(ACTOR_FEATURES) if i != 3]
+    assert torch.allclose(x[:, varying].mean(0), torch.zeros(len(varying)), atol=1e-4)
+    assert torch.allclose(x[:, varying].std(0, unbiased=False), torch.ones(len(varying)), atol=1e-3)
+    assert float(actor.in_scale[3]) == pytest.approx(100.0)  # 1 / MIN_INPUT_STD
+    with torch.no_grad():
+        probs = torch.softmax(actor(obs[0], mask[0]), -1)
+    assert torch.allclose(probs[:40], torch.full((40,), 1 / 40))
+    assert not any(p.requires_grad for p in (actor.in_mean, actor.in_scale))
