@@ -32,9 +32,9 @@ class Actor(nn.Module):
 
     Inputs are standardized with a mean and scale fitted once on the first batch (`fit_input`) and
     exported with the module. The features are on [0, 1] log or ratio scales, on which the jobs of one
-    queue differ by a few hundredths (requested time: about 0.05); without the scaling the shipped
-    dense-recipe actors' scores differed across a queue by 1e-5 to 1e-3, so their argmax ranking was
-    set by rounding-sized differences.
+    queue differ by a few hundredths (requested time: about 0.05); actors trained without the scaling
+    scored the jobs of a queue within 1e-5 to 1e-3 of each other, so their argmax ranking was set by
+    rounding-sized differences and changed from seed to seed (docs/training.md).
 
     `rank_prior` subtracts `rank_prior * slot` from each score. Slots are in base order, so the prior
     makes the sampling policy start close to the base policy (slot k drawn with weight exp(-prior * k))
