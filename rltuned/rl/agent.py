@@ -62,12 +62,15 @@ class Actor(nn.Module):
         # Only real slots go through the MLP: queues are usually far shorter than 256.
         # (-1e9 is a literal: TorchScript cannot close over module globals.)
         scores = torch.full(mask.shape, -1e9, dtype=obs.dtype)
-        x = (obs[mask] - self.in_mean) * self.in_scale
-        scores = scores.masked_scatter(mask, self.net(x).squeeze(-1))
+        scores = scores.masked_scatter(mask, self.net(self.standardize(obs[mask])).squeeze(-1))
         if self.rank_prior != 0.0:
             slots = torch.arange(mask.shape[-1], dtype=obs.dtype)
             scores = scores - self.rank_prior * slots
         return scores
+
+    def standardize(self, features: torch.Tensor) -> torch.Tensor:
+        """[..., 8] -> the MLP's input, with the fitted mean and scale."""
+        return (features - self.in_mean) * self.in_scale
 
     @torch.no_grad()
     def fit_input(self, obs: torch.Tensor, mask: torch.Tensor) -> None:

@@ -95,7 +95,7 @@ def test_fitted_inputs_are_standardized_over_real_slots_and_leave_the_initial_po
     mask[:, :40] = True
     obs[~mask] = 99.0  # padding must not move the statistics
     actor.fit_input(obs, mask)
-    x = (obs[mask] - actor.in_mean) * actor.in_scale
+    x = actor.standardize(obs[mask])
     varying = [i for i in range(ACTOR_FEATURES) if i != 3]
     assert torch.allclose(x[:, varying].mean(0), torch.zeros(len(varying)), atol=1e-4)
     assert torch.allclose(x[:, varying].std(0, unbiased=False), torch.ones(len(varying)), atol=1e-3)
