@@ -91,6 +91,10 @@ def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--rank-prior", type=float, default=0.0, help="score penalty per base-order slot (0: uniform start)"
     )
     tr.add_argument(
+        "--imitate-episodes", type=int, default=0,
+        help="base-policy episodes imitated before PPO (0: start uniform)",
+    )  # fmt: skip
+    tr.add_argument(
         "--reward", choices=REWARDS, default="terminal",
         help="terminal: the paper's normalized gap at the end; dense: waiting cost as it accrues",
     )  # fmt: skip
@@ -250,6 +254,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     _require(args.window >= 2, f"--window must be >= 2, got {args.window}")
     _require(args.epochs >= 1, f"--epochs must be >= 1, got {args.epochs}")
     _require(args.rank_prior >= 0, f"--rank-prior must be >= 0, got {args.rank_prior}")
+    _require(args.imitate_episodes >= 0, f"--imitate-episodes must be >= 0, got {args.imitate_episodes}")
     _require(0 < args.gamma <= 1, f"--gamma must be in (0, 1], got {args.gamma}")
     _require(args.pi_lr > 0, f"--pi-lr must be > 0, got {args.pi_lr}")
     _require(args.update_epochs >= 1, f"--update-epochs must be >= 1, got {args.update_epochs}")
@@ -269,8 +274,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         estimates=args.estimates, backfill=args.backfill, placement=args.placement, window=args.window,
         warmup=args.warmup, seed=args.seed, out=args.out, epochs=args.epochs,
         episodes_per_epoch=args.episodes_per_epoch, minutes=args.minutes, resume=args.resume,
-        rank_prior=args.rank_prior, reward=args.reward, gamma=args.gamma, gae_lambda=args.gae_lambda,
-        pi_lr=args.pi_lr, update_epochs=args.update_epochs, num_minibatches=args.minibatches,
+        rank_prior=args.rank_prior, imitate_episodes=args.imitate_episodes, reward=args.reward,
+        gamma=args.gamma, gae_lambda=args.gae_lambda, pi_lr=args.pi_lr, update_epochs=args.update_epochs,
+        num_minibatches=args.minibatches,
     )  # fmt: skip
     bar = None
     if sys.stderr.isatty():

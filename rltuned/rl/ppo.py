@@ -25,6 +25,7 @@ from rltuned.rl.agent import ActorCritic
 from rltuned.rl.env import SchedulingEnv, split
 from rltuned.rl.export import export_actor, git_commit
 from rltuned.rl.gae import compute_gae
+from rltuned.rl.imitate import clone, demonstrate
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
@@ -87,6 +88,12 @@ class Args:
     """entropy bonus"""
     rank_prior: float = 0.0
     """score penalty per base-order slot: > 0 starts sampling near the base policy (see agent.Actor)"""
+    imitate_episodes: int = 0
+    """base-policy episodes the actor imitates before PPO (0: start uniform; see rl.imitate)"""
+    imitate_steps: int = 500
+    """gradient steps of that imitation (minibatches of 256 decisions)"""
+    imitate_lr: float = 3e-3
+    """learning rate of that imitation, actor and critic"""
     checkpoint_every: int = 5
     """epochs between checkpoints"""
     resume: bool = False
@@ -246,10 +253,18 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
         # The curve is written every epoch, the checkpoint every few: drop rows after the checkpoint.
         curve = json.loads((out / "curve.json").read_text())[:first_epoch]
     t0 = time.perf_counter()
+    if first_epoch == 0 and args.imitate_episodes > 0:
+        # Seeded apart from the PPO epochs' windows (seed * 1_000_003 + epoch * 1000 + e, epoch < 999).
+        demo = demonstrate(env, args.imitate_episodes, args.seed * 1_000_003 + 999_000, args.gamma)
+        agent.actor.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
+        args.extra.update(clone(agent, demo, args.imitate_steps, args.imitate_lr))
+        args.extra["imitation_decisions"] = len(demo.returns)
+        args.extra["imitation_wall_s"] = time.perf_counter() - t0
+        del demo
     epoch = first_epoch
     for epoch in range(first_epoch, args.epochs):
         ro = collect(env, agent, args.episodes_per_epoch, seed=args.seed * 1_000_003 + epoch * 1000)
-        if epoch == 0:
+        if epoch == 0 and args.imitate_episodes == 0:
             agent.actor.fit_input(torch.from_numpy(np.stack(ro.actor)), torch.from_numpy(np.stack(ro.mask)))
         stats = update(agent, pi_opt, vf_opt, ro, args)
         wall = wall_before + time.perf_counter() - t0

@@ -1,0 +1,91 @@
+"""Imitation warm start: before PPO, the actor learns to pick what the base policy picks.
+
+From the zero output layer the deployed argmax is the base policy, but the policy PPO samples and
+improves is uniform over the queue, far worse than the base. Against a strong base (SJF, UNICEP) the
+training signal is then mostly about avoiding the sampler's disasters, and what PPO learns need not
+carry over to the argmax (docs/training.md). Cloning the base first puts the sampled policy next to the
+base, so PPO explores and corrects around a good schedule. Unlike the rank prior, the base order is then
+held by the network's own weights, so PPO's corrections are made in the same units.
+
+Slots are in base order (features.encode), so the base's choice at every decision is slot 0; the critic
+is fitted at the same time to the base policy's discounted returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch.distributions import Categorical
+
+from rltuned.rl.agent import ActorCritic
+from rltuned.rl.env import SchedulingEnv
+from rltuned.rl.gae import compute_gae
+
+BASE_CHOICE = 0
+"""The base policy's choice: slot 0, since slots are in base order."""
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    """The base policy's decisions on training windows, as the agent observes them."""
+
+    actor: npt.NDArray[np.float32]  # [n, 256, 8]
+    mask: npt.NDArray[np.bool_]  # [n, 256]
+    critic: npt.NDArray[np.float32]  # [n, 256, 5]
+    returns: npt.NDArray[np.float32]  # [n] discounted reward-to-go under the base policy
+    gaps: tuple[float, ...]  # the paper's reward per episode: 0 when the agent's run is the base's
+
+
+def demonstrate(env: SchedulingEnv, episodes: int, seed: int, gamma: float) -> Demonstration:
+    """Run `episodes` windows choosing the base policy's job at every decision."""
+    actor, mask, critic, rewards, dones, gaps = [], [], [], [], [], []
+    for e in range(episodes):
+        obs, _ = env.reset(seed=seed + e)
+        done = False
+        while not done:
+            actor.append(np.array(obs["actor"]))
+            mask.append(np.array(obs["mask"]))
+            critic.append(np.array(obs["critic"]))
+            obs, reward, done, _, info = env.step(BASE_CHOICE)
+            rewards.append(reward)
+            dones.append(done)
+        gaps.append(float(info["gap"]))
+    r = np.array(rewards, dtype=np.float32)
+    # lambda = 1 with zero values: GAE's return is the plain discounted reward-to-go.
+    _, returns = compute_gae(r, np.zeros_like(r), np.array(dones), 0.0, gamma, 1.0)
+    return Demonstration(np.stack(actor), np.stack(mask), np.stack(critic), returns, tuple(gaps))
+
+
+def clone(
+    agent: ActorCritic, demo: Demonstration, steps: int, lr: float, batch: int = 256
+) -> dict[str, float]:
+    """Fit the actor to the base's choices (cross-entropy) and the critic to its returns.
+
+    Returns the actor's top-1 agreement with the base and its mean entropy over the demonstration, so
+    the manifest records how close to the base PPO starts.
+    """
+    actor = torch.from_numpy(demo.actor)
+    mask = torch.from_numpy(demo.mask)
+    critic = torch.from_numpy(demo.critic)
+    returns = torch.from_numpy(demo.returns)
+    target = torch.full((len(actor),), BASE_CHOICE)
+    pi_opt = torch.optim.Adam(agent.actor.parameters(), lr=lr)
+    vf_opt = torch.optim.Adam(agent.critic.parameters(), lr=lr)
+    for _ in range(steps):
+        mb = torch.randint(len(actor), (min(batch, len(actor)),))
+        pi_loss = torch.nn.functional.cross_entropy(agent.actor(actor[mb], mask[mb]), target[mb])
+        v_loss = ((agent.critic(critic[mb]) - returns[mb]) ** 2).mean()
+        pi_opt.zero_grad()
+        vf_opt.zero_grad()
+        (pi_loss + v_loss).backward()
+        pi_opt.step()
+        vf_opt.step()
+    with torch.no_grad():
+        scores = agent.actor(actor, mask)
+        top1 = float((scores.argmax(-1) == BASE_CHOICE).float().mean())
+        entropy = float(Categorical(logits=scores).entropy().mean())
+        value_error = float(((agent.critic(critic) - returns) ** 2).mean())
+    return {"imitation_top1": top1, "imitation_entropy": entropy, "imitation_value_mse": value_error}
