@@ -97,6 +97,11 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
     print(f"- training: {m.get('epochs_done')} epochs x {m.get('episodes_per_epoch')} episodes of "
           f"{m.get('window')} jobs (+{warmup} warm-up), rank prior {m.get('rank_prior', 0.0)}, "
           f"wall time {wall_min:.1f} min (one core)")  # fmt: skip
+    if int(m.get("imitate_episodes", 0)) > 0:
+        print(f"- imitation warm start (included in the wall time): {m['imitate_episodes']} base episodes, "
+              f"{m.get('imitation_decisions')} decisions; afterwards top-1 agreement with the base "
+              f"{100 * float(m.get('imitation_top1', 0)):.2f}%, entropy "
+              f"{float(m.get('imitation_entropy', 0)):.2f} nats")  # fmt: skip
     print(f"- PPO: {m.get('reward', 'terminal')} reward, gamma {m.get('gamma')}, "
           f"GAE lambda {m.get('gae_lambda')}, actor lr {m.get('pi_lr')}, {m.get('update_epochs')} passes x "
           f"{m.get('num_minibatches')} minibatches, target KL {m.get('target_kl')}")  # fmt: skip

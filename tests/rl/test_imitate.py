@@ -11,9 +11,12 @@ import torch
 from rltuned.clusters import load_cluster
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates
-from rltuned.rl.agent import ActorCritic
+from rltuned.features import ACTOR_FEATURES
+from rltuned.rl.agent import MIN_INPUT_STD, ActorCritic
 from rltuned.rl.env import SchedulingEnv
+from rltuned.rl.export import load_model
 from rltuned.rl.imitate import clone, demonstrate
+from rltuned.rl.ppo import Args, train
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
 from tests.rl.test_training import write_trace
@@ -79,3 +82,24 @@ def test_cloning_starts_ppo_sampling_next_to_the_base_instead_of_uniform(burst: 
     uniform_gap, cloned_gap = sampled_gap(uniform, env, 4), sampled_gap(cloned, env, 4)
     assert uniform_gap < -0.2, uniform_gap  # a uniform sampler is far behind SJF here
     assert cloned_gap > -0.05, cloned_gap
+
+
+def test_training_with_a_warm_start_records_it_and_keeps_the_cloned_input_scaling(
+    tmp_path: Path, burst: tuple[Path, Path]
+) -> None:
+    """The standardization is fitted on the demonstrations; refitting it on PPO's first batch would
+    silently change the function the actor had just learned."""
+    trace, spec = burst
+    args = Args(trace=str(trace), cluster=str(spec), base="sjf", metric="bsld", estimates="exact",
+                backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "m"), epochs=1,
+                episodes_per_epoch=2, reward="dense", imitate_episodes=3, imitate_steps=100)  # fmt: skip
+    model = load_model(train(args))
+    m = model.manifest
+    assert m["imitate_episodes"] == 3 and m["imitation_decisions"] > 30
+    assert m["imitation_top1"] > 0.9 and 0 < m["imitation_wall_s"] <= m["training_wall_s"]
+    demo = demonstrate(env_for(burst, "sjf"), episodes=3, seed=999_000, gamma=0.99)
+    real = torch.from_numpy(demo.actor)[torch.from_numpy(demo.mask)]
+    scale = 1.0 / real.std(0, unbiased=False).clamp_min(MIN_INPUT_STD)
+    constants = [n.output().toIValue() for n in model.module.graph.nodes() if n.kind() == "prim::Constant"]
+    tensors = [c for c in constants if isinstance(c, torch.Tensor) and c.shape == (ACTOR_FEATURES,)]
+    assert any(torch.allclose(t, scale) for t in tensors)
