@@ -250,6 +250,7 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
         pi_opt.load_state_dict(state["pi_opt"])
         vf_opt.load_state_dict(state["vf_opt"])
         first_epoch, wall_before = int(state["epoch"]), float(state["wall_s"])
+        args.extra.update(state.get("extra", {}))  # e.g. the imitation's statistics and the first commit
         # The curve is written every epoch, the checkpoint every few: drop rows after the checkpoint.
         curve = json.loads((out / "curve.json").read_text())[:first_epoch]
     t0 = time.perf_counter()
@@ -282,9 +283,9 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
         if progress is not None:
             progress(epoch + 1, row)
         if (epoch + 1) % args.checkpoint_every == 0 or epoch + 1 == args.epochs:
-            _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall)
+            _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall, args.extra)
         if args.minutes is not None and wall >= args.minutes * 60:
-            _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall)
+            _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall, args.extra)
             break
     info = {k: v for k, v in asdict(args).items() if k not in ("extra", "resume", "out")}
     info.update(args.extra)
@@ -302,9 +303,9 @@ def _write_curve(out: Path, curve: list[dict[str, float]]) -> None:
 
 
 def _checkpoint(path: Path, agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.optim.Optimizer,
-                epoch: int, wall: float) -> None:  # fmt: skip
+                epoch: int, wall: float, extra: dict[str, Any]) -> None:  # fmt: skip
     tmp = path.with_suffix(".tmp")
     state = {"agent": agent.state_dict(), "pi_opt": pi_opt.state_dict(), "vf_opt": vf_opt.state_dict(),
-             "epoch": epoch, "wall_s": wall}  # fmt: skip
+             "epoch": epoch, "wall_s": wall, "extra": extra}  # fmt: skip
     torch.save(state, tmp)
     tmp.replace(path)

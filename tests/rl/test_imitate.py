@@ -103,3 +103,19 @@ def test_training_with_a_warm_start_records_it_and_keeps_the_cloned_input_scalin
     constants = [n.output().toIValue() for n in model.module.graph.nodes() if n.kind() == "prim::Constant"]
     tensors = [c for c in constants if isinstance(c, torch.Tensor) and c.shape == (ACTOR_FEATURES,)]
     assert any(torch.allclose(t, scale) for t in tensors)
+
+
+def test_a_resumed_warm_started_run_keeps_the_imitation_record(
+    tmp_path: Path, burst: tuple[Path, Path]
+) -> None:
+    """The imitation runs once, before the first epoch; a resumed run must still say it happened."""
+    trace, spec = burst
+    args = Args(trace=str(trace), cluster=str(spec), base="sjf", metric="bsld", estimates="exact",
+                backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "m"), epochs=1,
+                episodes_per_epoch=1, reward="dense", imitate_episodes=2, imitate_steps=20)  # fmt: skip
+    first = load_model(train(args)).manifest
+    args2 = Args(**{**args.__dict__, "epochs": 2, "resume": True, "extra": {}})
+    resumed = load_model(train(args2)).manifest
+    assert resumed["epochs_done"] == 2
+    for key in ("imitation_top1", "imitation_decisions", "imitation_wall_s", "training_commit"):
+        assert resumed[key] == first[key], key
