@@ -103,6 +103,11 @@ class Args:
     """what the manifest records besides the fields above"""
 
 
+IMITATION_SEED_OFFSET = 999_000
+"""Keeps the imitation's windows apart from the PPO epochs' (seed * 1_000_003 + epoch * 1000 + e,
+epoch < 999)."""
+
+
 @dataclass
 class Rollout:
     actor: list[np.ndarray] = field(default_factory=list)
@@ -255,8 +260,9 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
         curve = json.loads((out / "curve.json").read_text())[:first_epoch]
     t0 = time.perf_counter()
     if first_epoch == 0 and args.imitate_episodes > 0:
-        # Seeded apart from the PPO epochs' windows (seed * 1_000_003 + epoch * 1000 + e, epoch < 999).
-        demo = demonstrate(env, args.imitate_episodes, args.seed * 1_000_003 + 999_000, args.gamma)
+        demo = demonstrate(
+            env, args.imitate_episodes, args.seed * 1_000_003 + IMITATION_SEED_OFFSET, args.gamma
+        )
         agent.actor.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
         args.extra.update(clone(agent, demo, args.imitate_steps, args.imitate_lr))
         args.extra["imitation_decisions"] = len(demo.returns)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,11 +13,11 @@ from rltuned.clusters import load_cluster
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates
 from rltuned.features import ACTOR_FEATURES
-from rltuned.rl.agent import MIN_INPUT_STD, ActorCritic
+from rltuned.rl.agent import Actor, ActorCritic
 from rltuned.rl.env import SchedulingEnv
 from rltuned.rl.export import load_model
 from rltuned.rl.imitate import clone, demonstrate
-from rltuned.rl.ppo import Args, train
+from rltuned.rl.ppo import IMITATION_SEED_OFFSET, Args, collect, train
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
 from tests.rl.test_training import write_trace
@@ -54,17 +55,15 @@ def test_a_demonstration_is_the_base_policys_own_run(burst: tuple[Path, Path]) -
 
 def sampled_gap(agent: ActorCritic, env: SchedulingEnv, episodes: int) -> float:
     """Mean normalized gap to the base of the policy PPO would sample (negative: worse than the base)."""
-    gaps = []
-    for e in range(episodes):
-        obs, _ = env.reset(seed=100 + e)
-        done = False
-        while not done:
-            tensors = [torch.from_numpy(np.array(obs[k])) for k in ("actor", "mask", "critic")]
-            with torch.no_grad():
-                action, _, _, _ = agent.get_action_and_value(*tensors)
-            obs, _, done, _, info = env.step(int(action))
-        gaps.append(info["gap"])
-    return float(np.mean(gaps))
+    return float(np.mean(collect(env, agent, episodes, seed=100).episode_rewards))
+
+
+def tiny_args(burst: tuple[Path, Path], out: Path, **overrides: Any) -> Args:
+    """A warm-started SJF run on the burst trace, small enough for a unit test."""
+    trace, spec = burst
+    return Args(**{"trace": str(trace), "cluster": str(spec), "base": "sjf", "metric": "bsld",
+                   "estimates": "exact", "backfill": False, "window": 64, "warmup": 0, "seed": 0,
+                   "out": str(out), "epochs": 1, "reward": "dense", **overrides})  # fmt: skip
 
 
 @pytest.mark.slow
@@ -89,33 +88,26 @@ def test_training_with_a_warm_start_records_it_and_keeps_the_cloned_input_scalin
 ) -> None:
     """The standardization is fitted on the demonstrations; refitting it on PPO's first batch would
     silently change the function the actor had just learned."""
-    trace, spec = burst
-    args = Args(trace=str(trace), cluster=str(spec), base="sjf", metric="bsld", estimates="exact",
-                backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "m"), epochs=1,
-                episodes_per_epoch=2, reward="dense", imitate_episodes=3, imitate_steps=100)  # fmt: skip
+    args = tiny_args(burst, tmp_path / "m", episodes_per_epoch=2, imitate_episodes=3, imitate_steps=100)
     model = load_model(train(args))
     m = model.manifest
     assert m["imitate_episodes"] == 3 and m["imitation_decisions"] > 30
     assert m["imitation_top1"] > 0.9 and 0 < m["imitation_wall_s"] <= m["training_wall_s"]
-    demo = demonstrate(env_for(burst, "sjf"), episodes=3, seed=999_000, gamma=0.99)
-    real = torch.from_numpy(demo.actor)[torch.from_numpy(demo.mask)]
-    scale = 1.0 / real.std(0, unbiased=False).clamp_min(MIN_INPUT_STD)
+    demo = demonstrate(env_for(burst, "sjf"), episodes=3, seed=IMITATION_SEED_OFFSET, gamma=0.99)
+    fitted = Actor()
+    fitted.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
     constants = [n.output().toIValue() for n in model.module.graph.nodes() if n.kind() == "prim::Constant"]
     tensors = [c for c in constants if isinstance(c, torch.Tensor) and c.shape == (ACTOR_FEATURES,)]
-    assert any(torch.allclose(t, scale) for t in tensors)
+    assert any(torch.allclose(t, fitted.in_scale) for t in tensors)
 
 
 def test_a_resumed_warm_started_run_keeps_the_imitation_record(
     tmp_path: Path, burst: tuple[Path, Path]
 ) -> None:
     """The imitation runs once, before the first epoch; a resumed run must still say it happened."""
-    trace, spec = burst
-    args = Args(trace=str(trace), cluster=str(spec), base="sjf", metric="bsld", estimates="exact",
-                backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "m"), epochs=1,
-                episodes_per_epoch=1, reward="dense", imitate_episodes=2, imitate_steps=20)  # fmt: skip
-    first = load_model(train(args)).manifest
-    args2 = Args(**{**args.__dict__, "epochs": 2, "resume": True, "extra": {}})
-    resumed = load_model(train(args2)).manifest
+    run: dict[str, Any] = {"episodes_per_epoch": 1, "imitate_episodes": 2, "imitate_steps": 20}
+    first = load_model(train(tiny_args(burst, tmp_path / "m", **run))).manifest
+    resumed = load_model(train(tiny_args(burst, tmp_path / "m", **run, epochs=2, resume=True))).manifest
     assert resumed["epochs_done"] == 2
     for key in ("imitation_top1", "imitation_decisions", "imitation_wall_s", "training_commit"):
         assert resumed[key] == first[key], key
