@@ -17,7 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from rltuned.core import CoreSettings, Lever
 from rltuned.errors import ConfigError
+from rltuned.placement.milp import MilpConfig
 from rltuned.policies import POLICIES
 
 DEFAULT_PATH = Path("/etc/rltuned/rltuned.toml")
@@ -154,6 +156,22 @@ class Settings(BaseSettings):
     control: ControlSettings = ControlSettings()
     metrics: MetricsSettings = MetricsSettings()
     log: LogSettings = LogSettings()
+
+    def core(self) -> CoreSettings:
+        """What the decision core needs of this config (the simulator builds the same from a file)."""
+        p, a = self.placement, self.apply
+        lever = Lever(
+            a.lever,
+            a.priority_max,
+            a.priority_min,
+            a.priority_step,
+            a.site_factor_max,
+            a.site_factor_deadband,
+            a.max_actions,
+            p.oversubscribe,
+            p.steer_untyped,
+        )
+        return CoreSettings(self.policy.max_inference_ms, MilpConfig(p.milp_k, p.time_limit_ms), lever)
 
     @classmethod
     def settings_customise_sources(

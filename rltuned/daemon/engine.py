@@ -16,15 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rltuned.core import Placements, Plan, Ranking, decide
 from rltuned.daemon.config import Settings
-from rltuned.daemon.decide import Placements, Ranking, place_top, rank_jobs
 from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
 from rltuned.daemon.metrics import Metrics
-from rltuned.daemon.plan import Lever, Plan, make_plan
 from rltuned.domain import ClusterSnapshot, Job, RunningJob
 from rltuned.errors import SlurmError
-from rltuned.placement.milp import MilpConfig
 from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel
 from rltuned.slurm.adapter import Outcome, SlurmAdapter
@@ -142,28 +140,23 @@ class Engine:
         return view
 
     def decide(self, view: SlurmView) -> Decision:
-        ranking = rank_jobs(
-            view.snapshot, make_policy(self.base), self.model, self.settings.policy.max_inference_ms
+        core = decide(
+            view.snapshot,
+            make_policy(self.base),
+            self.model,
+            self.settings.core(),
+            self.ledger,
+            view.info,
         )
-        p = self.settings.placement
-        placements = place_top(view.snapshot, ranking.order, MilpConfig(p.milp_k, p.time_limit_ms))
-        a = self.settings.apply
-        lever = Lever(
-            a.lever,
-            a.priority_max,
-            a.priority_min,
-            a.priority_step,
-            a.site_factor_max,
-            a.site_factor_deadband,
-            a.max_actions,
-            p.oversubscribe,
-            p.steer_untyped,
-        )
+        ranking = core.ranking
         if self.model is None and self.model_problem and ranking.fallback is None:
             ranking = replace(ranking, fallback=self.model_problem)
-        plan = make_plan(ranking, placements, view.info, self.ledger, view.snapshot.cluster, lever)
-        stages = {"features": ranking.features_s, "policy": ranking.policy_s, "solver": placements.seconds}
-        return Decision(view, ranking, placements, plan, stages)
+        stages = {
+            "features": ranking.features_s,
+            "policy": ranking.policy_s,
+            "solver": core.placements.seconds,
+        }
+        return Decision(view, ranking, core.placements, core.plan, stages)
 
     # --- one tick -----------------------------------------------------------------------------------
 
@@ -217,8 +210,7 @@ class Engine:
             self._count(counts, action.kind, result.outcome)
             self.last_error = result.message if result.outcome == Outcome.ERROR else ""
             if result.outcome == Outcome.OK:
-                cleared = action.kind == "excluded_nodes" and action.value == ""
-                self.ledger.record(action.job_id, **{action.kind: None if cleared else action.value})
+                self.ledger.record_applied(action)
                 if done % LEDGER_EVERY == LEDGER_EVERY - 1:  # a kill mid-plan loses at most this many
                     self._save_ledger()
                 self.log.info(

@@ -21,10 +21,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import numpy as np
 import sdnotify
-import torch
 
+from rltuned.core.scoring import score_queue
 from rltuned.daemon import config as config_mod
 from rltuned.daemon.config import Settings
 from rltuned.daemon.control import ControlServer
@@ -90,18 +89,9 @@ def validated_model(path: Path, engine: Engine | None) -> LoadedModel:
     if engine is None or decision is None or not decision.view.snapshot.pending:
         return model
     obs = encode(decision.view.snapshot, make_policy(engine.base))
-    mask = torch.from_numpy(np.array(obs.mask))
-    started = time.perf_counter()
-    try:
-        scores = model.scores(torch.from_numpy(np.array(obs.actor)), mask)
-    except RuntimeError as exc:
-        raise ModelLoadError(f"{path}: forward pass on the current queue failed ({exc})") from None
-    took_ms = (time.perf_counter() - started) * 1000.0
-    if not bool(torch.isfinite(scores[mask]).all()):
-        raise ModelLoadError(f"{path}: non-finite scores on the current queue")
-    budget = engine.settings.policy.max_inference_ms
-    if took_ms > budget:
-        raise ModelLoadError(f"{path}: {took_ms:.0f} ms on the current queue, over policy.max_inference_ms")
+    scored = score_queue(model, obs, engine.settings.policy.max_inference_ms)
+    if scored.problem is not None:
+        raise ModelLoadError(f"{path}: on the current queue, {scored.problem}")
     return model
 
 

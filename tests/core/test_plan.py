@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rltuned.daemon.plan import priority_targets
+from rltuned.core.plan import priority_targets
 
 LOW, HIGH, STEP = 1_000, 10_000_000, 1_000
 

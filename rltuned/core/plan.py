@@ -20,16 +20,74 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
-from rltuned.daemon.decide import Placement, Placements, Ranking
-from rltuned.daemon.ledger import Change, Ledger
+from rltuned.core.placement import Placement, Placements
+from rltuned.core.ranking import Ranking
 from rltuned.domain import ClusterSpec, Job
 from rltuned.slurm.hostlist import compress
-from rltuned.slurm.parse import SlurmJobInfo
 
 LEVERS = ("priority", "site_factor")
+
+
+@dataclass(frozen=True)
+class Change:
+    """The values rltuned last wrote on one job (None: never touched that field)."""
+
+    priority: int | None = None
+    site_factor: int | None = None
+    oversubscribe: bool | None = None
+    excluded_nodes: str | None = None
+
+
+class Written:
+    """What rltuned has written on which job: the daemon's ledger keeps it on disk (`daemon/ledger.py`),
+    the simulator in memory. The planner reads it to keep churn low; appliers record into it."""
+
+    def __init__(self, changes: Mapping[int, Change] | None = None) -> None:
+        self._changes: dict[int, Change] = dict(changes or {})
+
+    def get(self, job_id: int) -> Change:
+        return self._changes.get(job_id, Change())
+
+    def record(self, job_id: int, **values: Any) -> None:
+        self._changes[job_id] = replace(self.get(job_id), **values)
+
+    def record_applied(self, action: Action) -> None:
+        """An update Slurm accepted; a cleared ExcNodeList is recorded as never set."""
+        cleared = action.kind == "excluded_nodes" and action.value == ""
+        self.record(action.job_id, **{action.kind: None if cleared else action.value})
+
+    def forget(self, job_id: int) -> None:
+        self._changes.pop(job_id, None)
+
+    def keep_only(self, job_ids: Collection[int]) -> int:
+        """Drop jobs Slurm no longer lists; returns how many were dropped."""
+        gone = [j for j in self._changes if j not in job_ids]
+        for job_id in gone:
+            del self._changes[job_id]
+        return len(gone)
+
+    def items(self) -> Iterator[tuple[int, Change]]:
+        return iter(sorted(self._changes.items()))
+
+    def __len__(self) -> int:
+        return len(self._changes)
+
+    def owned_priorities(self) -> Mapping[int, int]:
+        return {j: c.priority for j, c in self._changes.items() if c.priority is not None}
+
+
+class Pins(Protocol):
+    """The node lists a user set on a job (Slurm's ReqNodeList/ExcNodeList); `SlurmJobInfo` has them."""
+
+    @property
+    def required_nodes(self) -> tuple[str, ...]: ...
+
+    @property
+    def excluded_nodes(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -88,13 +146,13 @@ class Plan:
 def make_plan(
     ranking: Ranking,
     placements: Placements,
-    info: Mapping[int, SlurmJobInfo],
-    ledger: Ledger,
+    info: Mapping[int, Pins],
+    ledger: Written,
     cluster: ClusterSpec,
     lever: Lever,
 ) -> Plan:
     order = ranking.order
-    base_rank = {job.id: r for r, job in enumerate(_base_order(ranking))}
+    base_rank = {job.id: r for r, job in enumerate(ranking.base_order)}
     if lever.kind == "priority":
         targets = priority_targets(
             [j.id for j in order],
@@ -133,17 +191,11 @@ def make_plan(
     return Plan(tuple(rows), tuple(kept), len(actions) - len(kept))
 
 
-def _base_order(ranking: Ranking) -> list[Job]:
-    by_id = {job.id: job for job in ranking.order}
-    visible = [by_id[int(i)] for i in ranking.observation.job_ids[ranking.observation.mask]]
-    return visible + [by_id[i] for i in ranking.observation.overflow]
-
-
 def _job_actions(
     job: Job,
     target: int,
     change: Change,
-    info: SlurmJobInfo | None,
+    info: Pins | None,
     placed: Placement | None,
     cluster: ClusterSpec,
     lever: Lever,

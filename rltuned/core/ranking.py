@@ -1,0 +1,82 @@
+"""The tick's ranking: the visible jobs (the state's 256 rows, in base order) in the model's order, then
+the overflow beyond 256 in base order.
+
+The deterministic rule is the argsort of the actor's scores (stable, so equal scores keep base order);
+a ranking sampled during training (Plackett-Luce, `rl/ranking.py`) enters through `ranking_from_slots`
+and is turned into the same `Ranking` the daemon would write.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from rltuned.core.scoring import score_queue
+from rltuned.domain import ClusterSnapshot, Job
+from rltuned.features import Observation, encode
+from rltuned.policies.base import Policy
+from rltuned.rl.export import LoadedModel
+
+
+@dataclass(frozen=True)
+class Ranking:
+    order: tuple[Job, ...]
+    """Every managed pending job, first to start first."""
+    observation: Observation
+    scores: Mapping[int, float]
+    """Actor score per visible job id (empty when the base policy ranked)."""
+    source: str
+    """"model", "base", or "sampled" (training's stochastic ranking)."""
+    fallback: str | None = None
+    """Why the model was not used this tick (None when it was, or when none is loaded)."""
+    features_s: float = 0.0
+    policy_s: float = 0.0
+
+    @property
+    def base_order(self) -> tuple[Job, ...]:
+        """The managed jobs in base-policy order (the state's rows, then the overflow)."""
+        return base_order(self.order, self.observation)
+
+
+def base_order(jobs: Sequence[Job], obs: Observation) -> tuple[Job, ...]:
+    by_id = {job.id: job for job in jobs}
+    return tuple(by_id[int(i)] for i in obs.job_ids[obs.mask]) + tuple(by_id[i] for i in obs.overflow)
+
+
+def rank_jobs(
+    snapshot: ClusterSnapshot, base: Policy, model: LoadedModel | None, max_inference_ms: float
+) -> Ranking:
+    started = time.perf_counter()
+    obs = encode(snapshot, base)
+    features_s = time.perf_counter() - started
+    in_base = base_order(snapshot.pending, obs)
+    if model is None or not snapshot.pending:
+        return Ranking(in_base, obs, {}, "base", None, features_s, 0.0)
+    scored = score_queue(model, obs, max_inference_ms)
+    if scored.scores is None:
+        return Ranking(in_base, obs, {}, "base", scored.problem, features_s, scored.seconds)
+    n = int(obs.mask.sum())
+    slots = np.argsort(-scored.scores[:n], kind="stable")  # stable: equal scores keep base order
+    ranking = ranking_from_slots(obs, in_base, slots, scored.scores, "model")
+    return Ranking(ranking.order, obs, ranking.scores, "model", None, features_s, scored.seconds)
+
+
+def ranking_from_slots(
+    obs: Observation,
+    in_base: Sequence[Job],
+    slots: npt.NDArray[np.integer] | Sequence[int],
+    scores: npt.NDArray[np.floating] | None,
+    source: str,
+) -> Ranking:
+    """The ranking that puts the visible rows in `slots` order (each real slot once), then the overflow."""
+    n = int(obs.mask.sum())
+    chosen = [int(s) for s in slots[:n]]
+    if sorted(chosen) != list(range(n)):
+        raise ValueError(f"slots must order the {n} visible rows exactly once, got {chosen[:8]}...")
+    order = tuple(in_base[i] for i in chosen) + tuple(in_base[n:])
+    by_job = {} if scores is None else {int(obs.job_ids[i]): float(scores[i]) for i in range(n)}
+    return Ranking(order, obs, by_job, source)
