@@ -1,0 +1,435 @@
+"""The Slurm that sits behind the daemon: priorities, the main scheduler and sched/backfill, on a clock.
+
+What the daemon changes is a job's priority (a fixed `Priority=`, or a `SiteFactor` added to multifactor's
+sum) and where it may run (`ExcNodeList=`); Slurm's own schedulers then decide what starts. This module
+models them with the `slurm.conf` parameters that change the outcome (docs/simulator.md lists each):
+
+- **Priority.** A job the daemon has not written carries multifactor's priority (age, fair-share, job
+  size, partition, with `PriorityWeight*` and `PriorityMaxAge`), plus any SiteFactor written. A fixed
+  priority replaces the sum. Jobs are considered by priority, then job id (submit order).
+- **The main scheduler** (`sched_interval`, and after every submit, completion and job update) starts
+  jobs in priority order until the first that does not fit; it stops there (one partition).
+- **sched/backfill** (`bf_interval`) walks the queue in priority order, testing at most
+  `bf_max_job_test` jobs. For each it finds the earliest start in an availability profile built from
+  the running jobs' time limits (times rounded up to `bf_resolution`) and the reservations made so far
+  in the pass; a job that can start now without delaying any of them starts, any other job whose start
+  lies within `bf_window` is reserved there. Every tested job is planned, not only the first blocked one.
+
+The daemon's tick (`loop` yields a snapshot every `interval_s`) and the schedulers run on their own
+grids; the scheduler passes take no simulated time (so `bf_continue` changes nothing here).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from rltuned.core.plan import Action, Plan
+from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
+from rltuned.placement.greedy import FreeCapacity, place
+from rltuned.placement.pools import Demand, Pool, build_pools, demand_for, node_pool_index
+from rltuned.policies.multifactor import Multifactor
+from rltuned.sim.engine import Engine
+from rltuned.sim.history import HistoryTracker
+from rltuned.sim.simulator import JobRecord, SimResult
+from rltuned.slurm.hostlist import expand
+
+FINISH, ARRIVAL = 0, 1
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class SlurmParams:
+    """The slurm.conf settings the model follows; defaults are Slurm 22.05's."""
+
+    backfill: bool = True
+    """SchedulerType=sched/backfill (False: sched/builtin, the main scheduler alone)."""
+    sched_interval_s: float = 60.0
+    """SchedulerParameters=sched_interval: the main scheduler's periodic pass."""
+    bf_interval_s: float = 30.0
+    """SchedulerParameters=bf_interval."""
+    bf_max_job_test: int = 500
+    """SchedulerParameters=bf_max_job_test: jobs tested per backfill pass."""
+    bf_window_min: float = 1440.0
+    """SchedulerParameters=bf_window: how far ahead backfill plans, minutes."""
+    bf_resolution_s: float = 60.0
+    """SchedulerParameters=bf_resolution: the time grid of the backfill plan."""
+    bf_continue: bool = False
+    """SchedulerParameters=bf_continue: accepted; the simulated pass never yields its locks."""
+    priority: Multifactor = field(default_factory=Multifactor)
+    """PriorityType=priority/multifactor with its PriorityWeight* and PriorityMaxAge."""
+    fairshare_half_life_s: float = 7 * 24 * 3600.0
+    """PriorityDecayHalfLife."""
+
+    def __post_init__(self) -> None:
+        for name in ("sched_interval_s", "bf_interval_s", "bf_resolution_s", "bf_window_min"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.bf_max_job_test < 1:
+            raise ValueError(f"bf_max_job_test must be >= 1, got {self.bf_max_job_test}")
+
+
+@dataclass(frozen=True, slots=True)
+class NoPins:
+    """Simulated jobs carry no user-set node lists."""
+
+    required_nodes: tuple[str, ...] = ()
+    excluded_nodes: tuple[str, ...] = ()
+
+
+NO_PINS = NoPins()
+
+
+class _Job:
+    """A job's life in one run: what Slurm holds for it (priority, site factor, excluded nodes)."""
+
+    __slots__ = (
+        "alloc",
+        "demand",
+        "end",
+        "fixed",
+        "idx",
+        "job",
+        "limit",
+        "runtime",
+        "shown",
+        "site",
+        "start",
+    )
+
+    def __init__(self, idx: int, job: Job, demand: Demand) -> None:
+        self.idx = idx
+        self.job = job
+        self.demand = demand
+        self.limit = job.estimate
+        self.runtime = job.runtime if job.runtime is not None else job.estimate
+        self.fixed: int | None = None
+        self.site = 0
+        self.start = -1.0
+        self.end = -1.0
+        self.alloc: Allocation = ()
+        self.shown = replace(job, runtime=None, time_limit=self.limit, priority=None)
+        """The job as squeue shows it: no true runtime; the priority is set per snapshot."""
+
+
+class SlurmRun:
+    """One simulation of `jobs` under Slurm's schedulers, with a daemon tick every `interval_s`.
+
+    `loop()` yields the snapshot at every tick with pending jobs and expects the tick's `Plan` back
+    (`None`: the daemon wrote nothing). Without a daemon, `run()` drives it with empty plans.
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        jobs: Sequence[Job],
+        warmup: int = 0,
+        params: SlurmParams | None = None,
+        interval_s: float = 60.0,
+    ) -> None:
+        if not 0 <= warmup <= len(jobs):
+            raise ValueError(f"warmup must be in [0, {len(jobs)}], got {warmup}")
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be > 0, got {interval_s}")
+        self.cluster = cluster
+        self.params = params or SlurmParams()
+        self.interval_s = interval_s
+        self.warmup = warmup
+        self.pools = build_pools(cluster)
+        self._node_pool = node_pool_index(cluster, self.pools)
+        self._node_index = {n.name: i for i, n in enumerate(cluster.nodes)}
+        nodes = cluster.nodes
+        self.free = FreeCapacity([n.gpus for n in nodes], [n.cpus for n in nodes], [n.mem_mb for n in nodes])
+        self.total_gpus = cluster.total_gpus
+        self.origin = min((j.submit for j in jobs), default=0.0)
+        self.history = HistoryTracker(self.origin, self.params.fairshare_half_life_s)
+        self.engine: Engine[_Job] = Engine()
+        self.queue: list[_Job] = []
+        self.by_id: dict[int, _Job] = {}
+        self.running: dict[int, _Job] = {}
+        self.done: list[_Job] = []
+        self.dropped: list[Job] = []
+        self.ticks = 0
+        for idx, job in enumerate(jobs):
+            demand = demand_for(job, self.pools)
+            if demand is None:
+                if idx >= warmup:
+                    self.dropped.append(job)
+                continue
+            entry = _Job(idx, job, demand)
+            self.by_id[job.id] = entry
+            self.engine.schedule(job.submit, ARRIVAL, entry)
+
+    # --- the clock ----------------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        """Slurm alone: no daemon writes anything."""
+        loop = self.loop()
+        try:
+            next(loop)
+            while True:
+                loop.send(None)
+        except StopIteration:
+            pass
+        return self.result()
+
+    def loop(self) -> Generator[ClusterSnapshot, Plan | None, None]:
+        p = self.params
+        start = self.engine.peek()
+        if start == INF:
+            return
+        next_tick = next_sched = next_bf = start
+        while len(self.engine) or self.queue:
+            t_event = self.engine.peek()
+            if not self.queue:  # nothing to decide: the grids skip ahead to the next event
+                next_tick = _align(next_tick, t_event, self.interval_s)
+                next_sched = _align(next_sched, t_event, p.sched_interval_s)
+                next_bf = _align(next_bf, t_event, p.bf_interval_s)
+            now = min(t_event, next_tick, next_sched, next_bf if p.backfill else INF)
+            if now == t_event:
+                self._events()
+                self._main(now)
+            elif now == next_tick:
+                next_tick += self.interval_s
+                self.ticks += 1
+                plan = yield self.snapshot(now)
+                if plan is not None and plan.actions:
+                    self.apply(plan.actions)
+                    self._main(now)  # Slurm queues a scheduler run after job updates
+            elif now == next_sched:
+                next_sched += p.sched_interval_s
+                self._main(now)
+            else:
+                next_bf += p.bf_interval_s
+                self._backfill(now)
+
+    def _events(self) -> None:
+        for kind, entry in self.engine.pop_simultaneous():
+            if kind == FINISH:
+                self._finish(entry)
+            else:
+                self.queue.append(entry)
+
+    # --- what the daemon changes --------------------------------------------------------------------
+    def apply(self, actions: Sequence[Action]) -> None:
+        """The plan's `scontrol update`s, all accepted (every job in a plan is pending at its tick)."""
+        for action in actions:
+            entry = self.by_id[action.job_id]
+            if action.kind == "priority":
+                assert isinstance(action.value, int)
+                entry.fixed = action.value
+            elif action.kind == "site_factor":
+                assert isinstance(action.value, int)
+                entry.site = action.value
+            elif action.kind == "excluded_nodes":
+                assert isinstance(action.value, str)
+                entry.demand = self._restricted(entry.job, action.value)
+            # OverSubscribe: with cons_tres and the partition's OverSubscribe=NO it does not change
+            # which GPUs a job may use (docs/simulator.md).
+
+    def _restricted(self, job: Job, excluded: str) -> Demand:
+        demand = demand_for(job, self.pools)
+        assert demand is not None
+        if not excluded:
+            return demand
+        out = {self._node_index[name] for name in expand(excluded) if name in self._node_index}
+        keep = [k for k, p in enumerate(demand.pools) if not out.intersection(self.pools[p].nodes)]
+        if not keep:
+            return demand  # Slurm would keep the job pending forever; the planner never asks for that
+        pick = tuple(keep)
+        return Demand(
+            demand.gpus,
+            tuple(demand.pools[k] for k in pick),
+            tuple(demand.cpu_per_gpu[k] for k in pick),
+            tuple(demand.mem_per_gpu[k] for k in pick),
+            (*demand.shape, ("excluded", excluded)),
+        )
+
+    # --- priorities ---------------------------------------------------------------------------------
+    def priority(self, entry: _Job, ctx: PriorityContext) -> int:
+        if entry.fixed is not None:
+            return entry.fixed
+        return int(-self.params.priority.key(entry.job, ctx)) + entry.site
+
+    def _context(self, now: float) -> PriorityContext:
+        history = self.history.view(now, self.running.values())
+        return PriorityContext(now, self.total_gpus, history, self.origin)
+
+    def ordered(self, now: float) -> list[_Job]:
+        ctx = self._context(now)
+        keyed = [(-self.priority(e, ctx), e.job.id, e) for e in self.queue]
+        keyed.sort(key=lambda t: (t[0], t[1]))
+        return [e for _, _, e in keyed]
+
+    # --- the schedulers -----------------------------------------------------------------------------
+    def _main(self, now: float) -> None:
+        """Priority order until the first job that does not fit."""
+        if not self.queue:
+            return
+        started: list[_Job] = []
+        for entry in self.ordered(now):
+            alloc = place(entry.demand, self.pools, self.free, "pack")
+            if alloc is None:
+                break
+            self._start(entry, alloc, now)
+            started.append(entry)
+        self._drop(started)
+
+    def _backfill(self, now: float) -> None:
+        if not self.queue:
+            return
+        p = self.params
+        profile = Profile(now, self.free, p.bf_resolution_s)
+        for entry in self.running.values():
+            profile.release(entry.alloc, entry.start + entry.limit)
+        horizon = now + p.bf_window_min * 60.0
+        started: list[_Job] = []
+        for entry in self.ordered(now)[: p.bf_max_job_test]:
+            found = profile.earliest(entry.demand, self.pools, entry.limit, horizon)
+            if found is None:
+                continue
+            at, end, alloc = found
+            profile.reserve(alloc, at, end)
+            if at == now:
+                self._start(entry, alloc, now)
+                started.append(entry)
+        self._drop(started)
+
+    # --- job lifecycle ------------------------------------------------------------------------------
+    def _start(self, entry: _Job, alloc: Allocation, now: float) -> None:
+        entry.start = now
+        entry.alloc = alloc
+        self.free.take(alloc)
+        self.running[entry.job.id] = entry
+        self.engine.schedule(now + entry.runtime, FINISH, entry)
+
+    def _finish(self, entry: _Job) -> None:
+        now = self.engine.now
+        entry.end = now
+        self.free.give(entry.alloc)
+        del self.running[entry.job.id]
+        self.history.record(entry.job, entry.start, now)
+        self.done.append(entry)
+
+    def _drop(self, started: list[_Job]) -> None:
+        if started:
+            gone = {e.job.id for e in started}
+            self.queue = [e for e in self.queue if e.job.id not in gone]
+
+    # --- what the daemon reads ----------------------------------------------------------------------
+    def snapshot(self, now: float) -> ClusterSnapshot:
+        """As the Slurm adapter builds it: squeue's jobs (time limits, Slurm's current priorities, no true
+        runtimes), free capacity per node, and no history or origin (squeue and sinfo carry none)."""
+        ctx = self._context(now)
+        pending = tuple(
+            replace(e.shown, priority=self.priority(e, ctx))
+            for e in sorted(self.queue, key=lambda e: (e.job.submit, e.job.id))
+        )
+        running = tuple(
+            RunningJob(e.shown, e.start, e.alloc)
+            for e in sorted(self.running.values(), key=lambda e: (e.start, e.job.id))
+        )
+        return ClusterSnapshot(
+            now=now,
+            cluster=self.cluster,
+            free_gpus=tuple(self.free.gpus),
+            free_cpus=tuple(self.free.cpus),
+            free_mem_mb=tuple(self.free.mem),
+            pending=pending,
+            running=running,
+        )
+
+    def waited(self, now: float, weight: Callable[[Job], float]) -> float:
+        """Sum over the measured jobs that have arrived of weight(job) x time waited so far."""
+        cost = 0.0
+        for entry in self.done:
+            if entry.idx >= self.warmup:
+                cost += (entry.start - entry.job.submit) * weight(entry.job)
+        for entry in self.running.values():
+            if entry.idx >= self.warmup:
+                cost += (entry.start - entry.job.submit) * weight(entry.job)
+        for entry in self.queue:
+            if entry.idx >= self.warmup:
+                cost += (now - entry.job.submit) * weight(entry.job)
+        return cost
+
+    def result(self) -> SimResult:
+        done = sorted(self.done, key=lambda e: e.idx)
+        records = [JobRecord(e.job, e.start, e.end, e.alloc) for e in done]
+        cut = sum(1 for e in done if e.idx < self.warmup)
+        return SimResult(self.cluster, tuple(records[cut:]), tuple(self.dropped), tuple(records[:cut]))
+
+
+def _align(at: float, until: float, step: float) -> float:
+    """The first point of `at`'s grid (spacing `step`) at or after `until`."""
+    if until == INF or at >= until:
+        return at
+    return at + math.ceil((until - at) / step) * step
+
+
+class Profile:
+    """Free capacity per node over time, as sched/backfill plans it: rows are intervals
+    [times[k], times[k+1]), the first starting now; running jobs give their resources back at their time
+    limit (an overdue job one resolution step from now), reservations take them for their duration."""
+
+    def __init__(self, now: float, free: FreeCapacity, resolution_s: float) -> None:
+        self.now = now
+        self.resolution = resolution_s
+        self.times: list[float] = [now]
+        self.rows = [np.array([free.gpus, free.cpus, free.mem], dtype=np.int64)]
+
+    def grid(self, t: float) -> float:
+        """`t` rounded up to the plan's time grid (absolute multiples of the resolution)."""
+        return math.ceil(t / self.resolution - 1e-9) * self.resolution
+
+    def _at(self, t: float) -> int:
+        """The row starting at `t`, split off the interval holding it if needed."""
+        k = bisect.bisect_right(self.times, t) - 1
+        if self.times[k] == t:
+            return k
+        self.times.insert(k + 1, t)
+        self.rows.insert(k + 1, self.rows[k].copy())
+        return k + 1
+
+    def release(self, alloc: Allocation, end: float) -> None:
+        end = self.grid(end)
+        if end <= self.now:  # past its limit and still running: free from the next grid point on
+            end = self.grid(self.now + self.resolution / 2)
+        k = self._at(end)
+        for row in self.rows[k:]:
+            _add(row, alloc, 1)
+
+    def reserve(self, alloc: Allocation, start: float, end: float) -> None:
+        k0, k1 = self._at(start), self._at(end)
+        for row in self.rows[k0:k1]:
+            _add(row, alloc, -1)
+
+    def earliest(
+        self, demand: Demand, pools: Sequence[Pool], limit: float, horizon: float
+    ) -> tuple[float, float, Allocation] | None:
+        """The first row start (within the horizon) from which the job fits until its time limit:
+        (start, end on the grid, allocation)."""
+        times, rows = self.times, self.rows
+        for k, t in enumerate(times):
+            if t > horizon:
+                return None
+            if k and not (rows[k] > rows[k - 1]).any():
+                continue  # nothing was freed at t: it fits no better than from the row before
+            end = self.grid(t + limit)
+            j = bisect.bisect_left(times, end)
+            low = rows[k] if j == k + 1 else np.minimum.reduce(rows[k:j])
+            scratch = FreeCapacity(low[0].tolist(), low[1].tolist(), low[2].tolist())
+            alloc = place(demand, pools, scratch, "pack")
+            if alloc is not None:
+                return t, end, alloc
+        return None
+
+
+def _add(row: np.ndarray, alloc: Allocation, sign: int) -> None:
+    for s in alloc:
+        row[0, s.node] += sign * s.gpus
+        row[1, s.node] += sign * s.cpus
+        row[2, s.node] += sign * s.mem_mb

@@ -1,0 +1,105 @@
+"""The daemon's loop, simulated: every `interval_s`, the decision core decides on the snapshot Slurm would
+show, and its plan is applied as `scontrol update` would apply it; Slurm's schedulers (`sim/slurm.py`)
+do the rest between ticks.
+
+This is the loop `rltunectl train` and `evaluate` run: what is trained is what the daemon runs. Both
+sides of an evaluation go through it; the base side simply has no model, as a daemon without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rltuned.core import CoreSettings, Decision, Written, decide
+from rltuned.core.plan import Pins
+from rltuned.domain import ClusterSnapshot, ClusterSpec, Job
+from rltuned.policies import make_policy
+from rltuned.rl.export import LoadedModel
+from rltuned.sim.simulator import SimResult
+from rltuned.sim.slurm import NO_PINS, SlurmParams, SlurmRun
+
+
+@dataclass(frozen=True)
+class TickSettings:
+    base: str = "fcfs"
+    """The daemon's `policy.base`."""
+    interval_s: float = 60.0
+    """The daemon's `daemon.interval_s`."""
+    core: CoreSettings = field(default_factory=CoreSettings)
+    slurm: SlurmParams = field(default_factory=SlurmParams)
+
+
+class Unpinned(Mapping[int, Pins]):
+    """Every simulated job's node lists: none set by its user."""
+
+    def __getitem__(self, job_id: int) -> Pins:
+        return NO_PINS
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+UNPINNED = Unpinned()
+
+
+class TickEpisode:
+    """A simulation driven tick by tick: `snapshot` is what the daemon reads now; `apply(decision)` writes
+    the decision's plan and runs Slurm until the next tick with pending jobs."""
+
+    def __init__(
+        self, cluster: ClusterSpec, jobs: Sequence[Job], warmup: int, settings: TickSettings
+    ) -> None:
+        self.settings = settings
+        self.base = make_policy(settings.base)
+        self.run = SlurmRun(cluster, jobs, warmup, settings.slurm, settings.interval_s)
+        self.written = Written()
+        self.snapshot: ClusterSnapshot | None = None
+        self.result: SimResult | None = None
+        self._loop = self.run.loop()
+        self._advance(None)
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    def decide(self, model: LoadedModel | None) -> Decision:
+        """The daemon's decision on the current snapshot."""
+        if self.snapshot is None:
+            raise RuntimeError("the episode is over")
+        return decide(self.snapshot, self.base, model, self.settings.core, self.written, UNPINNED)
+
+    def apply(self, decision: Decision) -> None:
+        """Every write is accepted: the plan's jobs are all pending at the tick that planned them."""
+        if self.snapshot is None:
+            raise RuntimeError("the episode is over")
+        for action in decision.plan.actions:
+            self.written.record_applied(action)
+        self._advance(decision)
+
+    def _advance(self, decision: Decision | None) -> None:
+        try:
+            snapshot = next(self._loop) if decision is None else self._loop.send(decision.plan)
+        except StopIteration:
+            self.snapshot = None
+            self.result = self.run.result()
+            return
+        self.snapshot = snapshot
+        self.written.keep_only({j.id for j in snapshot.pending} | {r.job.id for r in snapshot.running})
+
+
+def run_ticks(
+    cluster: ClusterSpec,
+    jobs: Sequence[Job],
+    warmup: int,
+    settings: TickSettings,
+    model: LoadedModel | None = None,
+) -> SimResult:
+    """The daemon (with `model`, or on its base policy alone) over Slurm, start to finish."""
+    episode = TickEpisode(cluster, jobs, warmup, settings)
+    while episode.result is None:
+        episode.apply(episode.decide(model))
+    return episode.result

@@ -1,0 +1,114 @@
+"""The Slurm behind the daemon, on cases worked out by hand (multifactor weights 1000 each, one partition).
+
+On one 4-GPU node a job's multifactor priority is 2000 (fair-share 1 + partition 1) + 1000 x GPUs / 4
++ a negligible age term, truncated to an integer as Slurm stores it; equal priorities go to the lower
+job id.
+"""
+
+from __future__ import annotations
+
+from rltuned.core import CoreSettings, Lever
+from rltuned.sim.simulator import SimResult
+from rltuned.sim.slurm import SlurmParams, SlurmRun
+from rltuned.sim.ticks import TickSettings, run_ticks
+from tests.builders import cluster, job
+
+ONE_NODE = cluster(("P100", 4, 1))
+
+
+def starts(result: SimResult) -> dict[int, float]:
+    return {r.job.id: r.start for r in result.records}
+
+
+# A (2 GPUs) runs 0-100; B (4) must wait for the whole node; C (1 GPU, limit 240) and D (1 GPU, limit 60)
+# queue behind B with equal priority (C first, by id).
+BLOCKED = [job(0, 0, 2, 100, 120), job(1, 1, 4, 10, 60), job(2, 2, 1, 200, 240), job(3, 3, 1, 50, 60)]
+
+
+def test_the_main_scheduler_stops_at_the_first_job_that_does_not_fit() -> None:
+    """sched/builtin: B blocks C and D although they fit; B starts when A ends, C and D when B ends."""
+    result = SlurmRun(ONE_NODE, BLOCKED, params=SlurmParams(backfill=False)).run()
+    assert starts(result) == {0: 0, 1: 100, 2: 110, 3: 110}
+
+
+def test_backfill_plans_every_tested_job() -> None:
+    """Pass at 30: A frees its GPUs at 120 (its limit), so B is reserved for [120, 180); C (240 s) would
+    overlap B's reservation, and at 180 it is reserved for [180, 420); D (60 s) ends before 120 on the
+    two free GPUs and starts at once. A ends at 100 (before its limit): B starts, then C after B."""
+    result = SlurmRun(ONE_NODE, BLOCKED).run()
+    assert starts(result) == {0: 0, 1: 100, 2: 110, 3: 30}
+
+
+def test_backfill_tests_at_most_bf_max_job_test_jobs() -> None:
+    """Testing only B and C, the pass never reaches D: it waits for the main scheduler, as without
+    backfill."""
+    result = SlurmRun(ONE_NODE, BLOCKED, params=SlurmParams(bf_max_job_test=2)).run()
+    assert starts(result) == {0: 0, 1: 100, 2: 110, 3: 110}
+
+
+def test_backfill_does_not_reserve_beyond_bf_window() -> None:
+    """bf_window of one minute from 30 ends at 90: B's earliest start (120) is beyond it, so B gets no
+    reservation, and C and D both start at 30; B then waits for C (until 230)."""
+    result = SlurmRun(ONE_NODE, BLOCKED, params=SlurmParams(bf_window_min=1)).run()
+    assert starts(result) == {0: 0, 1: 230, 2: 30, 3: 30}
+
+
+def test_bf_resolution_rounds_the_plan_up() -> None:
+    """On a 300 s grid, A's limit (120) frees the node at 300 in the plan, so B is reserved from 300 only,
+    and C (30 + 240 = 270, 300 on the grid) fits on A's two spare GPUs before it: C starts at 30, where on
+    the default 60 s grid it waited until 110."""
+    result = SlurmRun(ONE_NODE, BLOCKED, params=SlurmParams(bf_resolution_s=300)).run()
+    assert starts(result)[2] == 30
+
+
+def test_a_slurm_run_without_backfill_matches_the_event_simulators_fcfs_on_one_node() -> None:
+    """Sanity: FCFS by multifactor with equal sizes and no backfilling is plain FCFS."""
+    jobs = [job(i, 10.0 * i, 2, 100.0 + 7 * i) for i in range(8)]
+    result = SlurmRun(ONE_NODE, jobs, params=SlurmParams(backfill=False)).run()
+    assert [r.start for r in result.records] == sorted(r.start for r in result.records)
+
+
+# The daemon in the loop: an 8-GPU node; A fills it from 0 to 100. B (2 GPUs, limit 600) and C (2 GPUs,
+# limit 60) arrive at 10 and 20; the tick at 60 ranks them by SJF (C, B). D (8 GPUs) arrives at 70,
+# after the tick: it carries multifactor's priority (2000 + 1000 = 3000) until the next tick at 120.
+EIGHT = cluster(("P100", 8, 1))
+ARRIVALS = [
+    job(0, 0, 8, 100, 120),
+    job(1, 10, 2, 50, 600),
+    job(2, 20, 2, 10, 60),
+    job(3, 70, 8, 5, 60),
+]
+
+
+def ticks(lever: Lever) -> TickSettings:
+    core = CoreSettings(lever=lever)
+    return TickSettings(base="sjf", core=core, slurm=SlurmParams(backfill=False))
+
+
+def test_without_a_daemon_slurm_orders_by_multifactor() -> None:
+    """D (8 GPUs: job size 1000) outranks B and C (250 each): D starts at 100; B and C when D ends."""
+    result = SlurmRun(EIGHT, ARRIVALS, params=SlurmParams(backfill=False)).run()
+    assert starts(result) == {0: 0, 1: 105, 2: 105, 3: 100}
+
+
+def test_priority_lever_fixes_the_order_above_new_arrivals() -> None:
+    """The tick fixes C and B at priorities in the millions; D arrives with 3000 and waits behind both:
+    C and B start at 100, D when B ends (150)."""
+    result = run_ticks(EIGHT, ARRIVALS, 0, ticks(Lever(kind="priority")))
+    assert starts(result) == {0: 0, 1: 100, 2: 100, 3: 150}
+
+
+def test_site_factor_lever_adds_to_multifactor() -> None:
+    """SiteFactor max 100: C gets 2250 + 100, B 2250 + 50; D's own 3000 still wins, as in Slurm."""
+    result = run_ticks(EIGHT, ARRIVALS, 0, ticks(Lever(kind="site_factor", site_factor_max=100)))
+    assert starts(result) == {0: 0, 1: 105, 2: 105, 3: 100}
+
+
+def test_the_daemons_order_is_followed_at_the_next_start() -> None:
+    """Two 8-GPU jobs wait behind A: B (limit 600) is older, C (limit 60) shorter. Slurm alone starts B
+    first; after the tick at 60 ranks by SJF, C starts first."""
+    jobs = [job(0, 0, 8, 100, 120), job(1, 10, 8, 50, 600), job(2, 20, 8, 10, 60)]
+    alone = SlurmRun(EIGHT, jobs, params=SlurmParams(backfill=False)).run()
+    assert starts(alone) == {0: 0, 1: 100, 2: 150}
+    managed = run_ticks(EIGHT, jobs, 0, ticks(Lever(kind="priority")))
+    assert starts(managed) == {0: 0, 1: 110, 2: 100}
