@@ -4,7 +4,17 @@ The engine knows nothing about policies; the scheduling pass asks the policy for
 for an allocation. EASY backfilling: the first job in priority order that does not fit (the head) gets a
 reservation, computed from the running jobs' *estimated* ends; a later job may start now only if it fits
 and either ends (by its estimate) before the reservation or uses none of the resources the head will need
-on its reserved nodes. Without backfilling the head blocks the queue (the paper's setting).
+on its reserved nodes. Without backfilling (the paper's setting) the head blocks the queue and stays the
+head until it starts: a job that arrives later, or moves ahead in a dynamic priority order, waits behind
+it, as in the RLScheduler simulator the paper's code builds on.
+
+`Simulator.episode` is the paper-replication mode: the same simulation, but the job to start next is
+chosen one job at a time by the caller (the RL agent). A chosen job that does not fit becomes the head
+by the same rules, so choosing is never a backfill the base policy does not get: without backfilling it
+blocks every other job until it starts, and no choice is asked meanwhile (otherwise the chooser, asked
+again at the next arrival or completion, could pick a smaller job that fits, and "pick any job that
+fits" is a backfill: a chooser taking FCFS's first job that fits cut FCFS's bounded slowdown from 549
+to 47).
 
 A job that outlives its estimate keeps running: estimates are predictions here, not kill limits, and an
 overdue job counts as ending "now" when reservations are computed.
@@ -108,7 +118,8 @@ class Simulator:
         return self._new_run(jobs, warmup).execute()
 
     def episode(self, jobs: Sequence[Job], warmup: int = 0) -> Episode:
-        """The same simulation, but every choice of the next job to start is asked of the caller."""
+        """The paper-replication mode: the same simulation, but the job to start next is asked of the
+        caller (see `Episode`: without backfilling, a chosen job that does not fit blocks until it starts)."""
         return Episode(self._new_run(jobs, warmup, choosing=True))
 
     def _new_run(self, jobs: Sequence[Job], warmup: int, choosing: bool = False) -> _Run:
@@ -118,12 +129,15 @@ class Simulator:
 
 
 class Episode:
-    """A simulation driven decision by decision (for the RL environment and learned policies).
+    """The paper-replication mode: a simulation driven one job at a time (the RL environment's view).
 
     At each decision the queue holds at least two jobs; `snapshot()` shows the state (pending jobs in
     base-policy order) and `choose(job_id)` names the job to start next. If it fits, it starts and the
-    next decision follows at the same instant; if not, it becomes the head: it waits with a reservation
-    and the other jobs backfill behind it in base order (or block, without backfilling).
+    next decision follows at the same instant; if not, it becomes the head. With EASY backfilling it
+    waits with a reservation, the other jobs backfill behind it in base order, and the next event asks
+    again. Without backfilling it is committed: nothing else starts until it has, and no decision is
+    asked until then, so the chooser cannot backfill implicitly by naming a smaller job at the next event.
+    Always choosing the base order's first job reproduces `Simulator.run` (with `incremental=False`).
     """
 
     def __init__(self, run: _Run) -> None:
@@ -199,6 +213,8 @@ class _Run:
         # The head job's reservation (shadow time, caps on reserved nodes), valid until resources are freed
         # or the head changes; arrivals behind the head are backfilled against it without a full pass.
         self.reservation: tuple[float, dict[int, tuple[int, int, int]]] | None = None
+        # Without backfilling: the head that did not fit, which blocks the queue until it starts.
+        self.committed: _Job | None = None
         self.promised: dict[int, float] = {}
         self.greedy = "pack" if self.cfg.placement == "milp" else self.cfg.placement
         self.solver_calls = 0
@@ -292,6 +308,9 @@ class _Run:
     # --- scheduling pass ---------------------------------------------------------------------------
     def _schedule(self, now: float) -> None:
         order = self._ordered(now)
+        committed = self.committed
+        if committed is not None and order[0] is not committed:
+            order = [committed, *(e for e in order if e is not committed)]
         started: set[int] = set()
         first = self._start_milp_prefix(order, now, started) if self.cfg.placement == "milp" else 0
         head_at = len(order)
@@ -304,7 +323,10 @@ class _Run:
             self._start(entry, alloc, now)
             started.add(entry.idx)
         self.reservation = None
-        if head_at < len(order) and self.cfg.backfill:
+        self.committed = None
+        if head_at < len(order) and not self.cfg.backfill:
+            self.committed = order[head_at]
+        elif head_at < len(order):
             head = order[head_at]
             self.reservation = self._reservation(head, now)
             self.promised.setdefault(head.job.id, self.reservation[0])
@@ -346,17 +368,22 @@ class _Run:
         return {e.job.id for e in self.queue}
 
     def _choice_pass(self, now: float) -> Generator[float, int, None]:
-        """Start chosen jobs while they fit; the first that does not becomes the reserved head."""
+        """Start chosen jobs while they fit; the first that does not becomes the head: reserved, with
+        backfilling; committed, without (tried first at later events, with no decision asked meanwhile)."""
         while self.queue:
             order = self._ordered(now)
-            chosen = order[0]
-            if len(order) > 1:
-                job_id = yield now
-                chosen = next(e for e in order if e.job.id == job_id)
+            chosen = self.committed
+            if chosen is None:
+                chosen = order[0]
+                if len(order) > 1:
+                    job_id = yield now
+                    chosen = next(e for e in order if e.job.id == job_id)
             alloc = self._place_chosen(chosen, order)
             if alloc is None:
                 self.reservation = None
-                if self.cfg.backfill:
+                if not self.cfg.backfill:
+                    self.committed = chosen
+                else:
                     self.reservation = self._reservation(chosen, now)
                     self.promised.setdefault(chosen.job.id, self.reservation[0])
                     started: set[int] = set()
@@ -365,6 +392,7 @@ class _Run:
                     if started:
                         self._drop_started(started)
                 return
+            self.committed = None
             self._start(chosen, alloc, now)
             self._drop_started({chosen.idx})
 

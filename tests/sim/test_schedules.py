@@ -26,6 +26,14 @@ def test_fcfs_without_backfill_blocks_behind_the_head() -> None:
     assert starts(run(ONE_NODE, jobs, backfill=False)) == {0: 0, 1: 100, 2: 110, 3: 110}
 
 
+def test_without_backfill_the_head_stays_the_head_until_it_starts() -> None:
+    """SJF: B (4 GPUs) heads the queue at 1 and does not fit; C arrives at 2, shorter and fitting, and
+    would rank first, but the head blocks until it starts (as in the paper's simulator): C runs after B."""
+    jobs = [job(0, 0, 2, 100), job(1, 1, 4, 50), job(2, 2, 1, 10)]
+    assert starts(run(ONE_NODE, jobs, backfill=False, policy="sjf")) == {0: 0, 1: 100, 2: 150}
+    assert starts(run(ONE_NODE, jobs, policy="sjf")) == {0: 0, 1: 100, 2: 2}  # EASY: C backfills
+
+
 def test_backfill_never_delays_the_head_reservation() -> None:
     """B's reservation is t=100 on the only node: C (ends at 202) must not start early; D (ends at 53) may."""
     jobs = [job(0, 0, 2, 100), job(1, 1, 4, 10), job(2, 2, 1, 200), job(3, 3, 1, 50)]
