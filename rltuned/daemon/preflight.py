@@ -11,7 +11,7 @@ from pathlib import Path
 from rltuned.daemon.config import Settings
 from rltuned.daemon.control import _group_id, _user_id
 from rltuned.daemon.ledger import Ledger
-from rltuned.daemon.service import check_backend
+from rltuned.daemon.service import check_backend, check_model_base, check_readable_base
 from rltuned.errors import ConfigError, ModelLoadError
 from rltuned.rl.export import load_model
 
@@ -19,6 +19,8 @@ from rltuned.rl.export import load_model
 def check(settings: Settings) -> list[str]:
     """Raise ConfigError on the first problem; return what was checked, for the summary line."""
     checked: list[str] = []
+    check_readable_base(settings.policy.base)
+    checked.append(f"base {settings.policy.base}")
     c = settings.control
     if c.group:
         _group_id(c.group)
@@ -33,9 +35,11 @@ def check(settings: Settings) -> list[str]:
     checked.append("state_dir")
     if settings.policy.model is not None:
         try:
-            manifest = load_model(settings.policy.model).manifest
+            model = load_model(settings.policy.model)
+            check_model_base(model, settings.policy.base)
         except ModelLoadError as exc:
             raise ConfigError(f"policy.model: {exc}") from None
+        manifest = model.manifest
         checked.append(f"model {manifest.get('trace')}/{manifest.get('base')}/{manifest.get('metric')}")
     return checked
 

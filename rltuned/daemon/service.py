@@ -23,6 +23,7 @@ from typing import Any
 
 import sdnotify
 
+from rltuned.core.inputs import readable_bases, unreadable_inputs
 from rltuned.core.scoring import score_queue
 from rltuned.daemon import config as config_mod
 from rltuned.daemon.config import Settings
@@ -79,16 +80,43 @@ def make_adapter(settings: Settings) -> SlurmAdapter:
     return CliAdapter(s.conf, s.bin_dir, s.command_timeout_s)
 
 
-def validated_model(path: Path, engine: Engine | None) -> LoadedModel:
-    """Load, verify, and run once on the current snapshot (the last tick's) before anyone depends on it:
-    a model that loads but fails, returns NaN or blows the inference budget on the real queue is
-    rejected here rather than discovered as a fallback on every tick."""
+def check_readable_base(base: str) -> None:
+    """ConfigError naming `policy.base` when the daemon cannot read the base policy's inputs from Slurm
+    (`core.inputs.unreadable_inputs`): it would rank by another rule than the one it was trained with."""
+    reason = unreadable_inputs(base)
+    if reason is not None:
+        raise ConfigError(
+            f"policy.base: {base!r} cannot be served from what rltuned reads from Slurm: {reason}; "
+            f"choose one of {', '.join(readable_bases())}"
+        )
+
+
+def check_model_base(model: LoadedModel, base: str) -> None:
+    """ModelLoadError when the model was trained on another base policy than `policy.base`: a model
+    re-ranks its own base's order (the rows of its state and its fallback), and serving it on another
+    order is not what was evaluated. A manifest without `base` (a hand-made model) is not checked.
+
+    The one check behind start-up, `reload-model`/SIGHUP and `rltuned --check-config`."""
+    trained = model.manifest.get("base")
+    if trained and trained != base:
+        raise ModelLoadError(
+            f"model {model.path} was trained on base {trained!r} but policy.base is {base!r}; "
+            f"set policy.base = {trained!r} or load a model trained on {base!r}"
+        )
+
+
+def validated_model(path: Path, engine: Engine | None, base: str) -> LoadedModel:
+    """Load, verify, check it was trained on `base`, and run once on the current snapshot (the last
+    tick's) before anyone depends on it: a model that loads but fails, returns NaN or blows the
+    inference budget on the real queue is rejected here rather than discovered as a fallback on every
+    tick."""
     model = load_model(path)
+    check_model_base(model, base)
     last = engine.last if engine is not None else None  # one reference read: no lock needed
     decision = last.decision if last is not None else None
     if engine is None or decision is None or not decision.view.snapshot.pending:
         return model
-    obs = encode(decision.view.snapshot, make_policy(engine.base))
+    obs = encode(decision.view.snapshot, make_policy(base))
     scored = score_queue(model, obs, engine.settings.policy.max_inference_ms)
     if scored.problem is not None:
         raise ModelLoadError(f"{path}: on the current queue, {scored.problem}")
@@ -117,6 +145,7 @@ class Service:
         self.metrics_port: int | None = None
         self.in_tick = False
         """True while a tick runs; with `engine.progress_at` it tells the watchdog a tick is stuck."""
+        check_readable_base(settings.policy.base)
         self.engine = Engine(
             settings,
             make_adapter(settings),
@@ -138,16 +167,21 @@ class Service:
             self.metrics.set_model(None, time.time())
             return
         try:
-            self.engine.model = validated_model(path, None)
+            self.engine.model = validated_model(path, None, self.settings.policy.base)
             self.metrics.set_model(self.engine.model.manifest, time.time())
             self.log.info("model_loaded", path=str(path), sha256=self.engine.model.manifest.get("sha256"))
-            self._check_base(self.engine.model)
         except ModelLoadError as exc:
-            self.engine.model_problem = f"model unavailable: {exc}"
-            self.metrics.fallbacks.labels("model_unavailable").inc()
-            self.log.error(
-                "model_load_failed", path=str(path), error=str(exc), fallback=self.settings.policy.base
-            )
+            self._unavailable(path, exc)
+
+    def _unavailable(self, path: Path, exc: ModelLoadError) -> None:
+        """No model serves: the base policy ranks, and the tick line, status and metrics say why."""
+        self.engine.model = None
+        self.engine.model_problem = f"model unavailable: {exc}"
+        self.metrics.set_model(None, time.time())
+        self.metrics.fallbacks.labels("model_unavailable").inc()
+        self.log.error(
+            "model_load_failed", path=str(path), error=str(exc), fallback=self.settings.policy.base
+        )
 
     def start(self) -> None:
         """Metrics, control socket, first snapshot, then READY=1."""
@@ -299,17 +333,25 @@ class Service:
     def reload(self, path: Path | None = None) -> dict[str, Any]:
         """Swap in a new model only after it validated. Without a path (SIGHUP) the config file is read
         again: if valid, its policy, placement, apply, Slurm and interval settings take effect, and its
-        model is loaded the same way; an invalid file changes nothing."""
+        model is loaded the same way; an invalid file (a `policy.base` whose inputs Slurm does not give
+        included) changes nothing. A model trained on another base than `policy.base` is refused; when
+        the file changed `policy.base`, a serving model trained on the old base stops serving (the base
+        policy ranks), as it would after a restart with that file."""
         self.notifier.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
         try:
             if path is None and self.config_path is not None:
                 fresh = config_mod.load(self.config_path)
+                check_readable_base(fresh.policy.base)
                 self._apply_settings(fresh)
                 path = fresh.policy.model
             if path is None:
-                return {"ok": False, "error": "no model path given or configured; old model keeps serving"}
+                return {
+                    "ok": False,
+                    "error": "no model path given or configured",
+                    "serving": self._model_name(),
+                }
             try:
-                model = validated_model(path, self.engine)
+                model = validated_model(path, self.engine, self.settings.policy.base)
             except ModelLoadError as exc:
                 self.metrics.fallbacks.labels("reload_rejected").inc()
                 self.log.error("reload_rejected", path=str(path), error=str(exc))
@@ -319,7 +361,6 @@ class Service:
                 self.engine.model_problem = None
                 self.metrics.set_model(model.manifest, time.time())
             self.log.info("model_reloaded", path=str(path), sha256=model.manifest.get("sha256"))
-            self._check_base(model)
             return {"ok": True, "serving": self._model_name()}
         except RltunedError as exc:
             self.log.error("reload_failed", error=str(exc))
@@ -341,16 +382,13 @@ class Service:
             self.engine.settings = fresh
             if fresh.daemon.state_dir != self.engine.ledger.path:
                 self.engine.ledger = Ledger.in_dir(fresh.daemon.state_dir)
+            serving = self.engine.model
+            if serving is not None:
+                try:
+                    check_model_base(serving, fresh.policy.base)
+                except ModelLoadError as exc:  # policy.base changed under it
+                    self._unavailable(serving.path, exc)
         self.log.info("config_reloaded", mode=self.mode, base=fresh.policy.base, lever=fresh.apply.lever)
-
-    def _check_base(self, model: LoadedModel) -> None:
-        """A model re-ranks the order of the base policy it was trained with; another base is legal (the
-        evaluation measures such transfers) but usually worse, so say so."""
-        trained = model.manifest.get("base")
-        if trained and trained != self.settings.policy.base:
-            self.log.warning(
-                "model_base_mismatch", trained_with=trained, configured=self.settings.policy.base
-            )
 
     def _model_name(self) -> str | None:
         model = self.engine.model

@@ -1,9 +1,10 @@
 """The paper's Table 5 policies, computed at decision time with the job's current wait.
 
 The published code reads a start time that is -1 while a job waits, which makes WFP3 and UNICEP
-meaningless; here wait = now - submit. UNICEP divides by log2(GPUs), which is 0 for a 1-GPU job, so we use
-log2(GPUs + 1). F1's submit time is measured from the context's origin (the simulated window's start,
-or the daemon's start on Slurm), as RLScheduler measures it from the trace start.
+meaningless; here wait = now - submit. UNICEP divides by log2(GPUs), which is 0 for a 1-GPU job, so we
+use log2(GPUs + 1). F1's submit time is measured from the context's origin (the simulated trace's
+start), as RLScheduler measures it from the trace start; a Slurm snapshot has no origin, so the daemon
+refuses F1 as a base (core/inputs.py).
 """
 
 from __future__ import annotations

@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from rltuned.daemon.config import Settings, load
 from rltuned.errors import ConfigError
+from rltuned.rl.export import export_actor
 
 SAMPLE = Path(__file__).resolve().parents[2] / "etc" / "rltuned.toml"
 
@@ -112,3 +114,41 @@ def test_check_config_refuses_a_state_dir_that_cannot_be_written(tmp_path: Path)
     proc = check_config(write(tmp_path, f'[daemon]\nstate_dir = "{tmp_path / "file" / "state"}"\n'))
     assert proc.returncode == 78
     assert "daemon.state_dir" in proc.stderr
+
+
+class _Zeros(torch.nn.Module):
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(mask.shape)
+
+
+def test_check_config_refuses_a_model_trained_on_another_base_naming_both(tmp_path: Path) -> None:
+    model = export_actor(_Zeros(), tmp_path / "model", {"base": "sjf", "seed": 0, "training_commit": "abc"})
+    state = tmp_path / "state"
+    text = f'[policy]\nmodel = "{model}"\nbase = "fcfs"\n[daemon]\nstate_dir = "{state}"\n'
+    proc = check_config(write(tmp_path, text))
+    assert proc.returncode == 78, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "policy.model" in proc.stderr
+    assert "trained on base 'sjf' but policy.base is 'fcfs'" in proc.stderr
+    proc = check_config(write(tmp_path, text.replace('base = "fcfs"', 'base = "sjf"')))
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(("base", "reason"), [("multifactor", "sshare"), ("qssf", "sacct"), ("f1", "origin")])
+def test_check_config_refuses_a_base_whose_inputs_slurm_does_not_give(
+    tmp_path: Path, base: str, reason: str
+) -> None:
+    proc = check_config(write(tmp_path, f'[policy]\nbase = "{base}"\n'))
+    assert proc.returncode == 78
+    assert proc.stderr.count("\n") == 1 and f"policy.base: '{base}'" in proc.stderr and reason in proc.stderr
+
+
+def test_the_daemon_refuses_to_start_on_a_base_whose_inputs_slurm_does_not_give(tmp_path: Path) -> None:
+    path = write(tmp_path, f'[policy]\nbase = "multifactor"\n[daemon]\nstate_dir = "{tmp_path / "state"}"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "rltuned.daemon_cli", "--once", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 78
+    assert "policy.base: 'multifactor'" in proc.stderr and "sshare" in proc.stderr

@@ -22,7 +22,7 @@ from tests.slurm_lab import SlurmLab
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
-MODEL = REPO / "models" / "philly-fcfs-bsld"
+MODEL = REPO / "models" / "philly-sjf-bsld"
 
 
 def config(tmp_path: Path, lab: SlurmLab, **overrides: Any) -> Path:
@@ -324,7 +324,7 @@ def test_the_daemon_runs_ticks_survives_a_slurmctld_restart_and_exports_metrics(
         assert _metric(text, "rltuned_slurmctld_up") == 1
         assert _metric(text, "rltuned_pending_jobs") == 8
         assert _metric(text, 'rltuned_partition_managed_jobs{partition="main"}') == 8
-        assert 'rltuned_model_info{base_policy="fcfs"' in text
+        assert 'rltuned_model_info{base_policy="sjf"' in text
         assert _metric(text, 'rltuned_actions_total{kind="priority",result="ok"}') >= 8  # every job once
         assert _metric(text, 'rltuned_tick_duration_seconds_count{stage="apply"}') >= 1
         assert _metric(text, 'rltuned_solver_outcomes_total{outcome="idle"}') >= 1  # all GPUs busy

@@ -17,11 +17,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import structlog
 import torch
 
+from rltuned.daemon import config as config_mod
 from rltuned.daemon.config import Settings
 from rltuned.daemon.control import request
 from rltuned.daemon.service import Service
+from rltuned.errors import ConfigError
 from rltuned.rl.export import export_actor
 from tests.daemon.fakes import FakeAdapter
 
@@ -95,6 +98,84 @@ def test_a_missing_model_at_start_falls_back_to_the_base_policy(tmp_path: Path) 
     assert "model unavailable" in (svc.engine.model_problem or "")
     assert report.summary()["ranked_by"] == "base"
     assert "model unavailable" in report.summary()["fallback"]
+
+
+class _Zeros(torch.nn.Module):
+    def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(mask.shape)
+
+
+def tiny_model(out_dir: Path, base: str) -> Path:
+    """A hand-made model directory whose manifest says it was trained on `base`."""
+    return export_actor(_Zeros(), out_dir, {"base": base, "seed": 0, "training_commit": "abc"})
+
+
+def test_reload_refuses_a_model_trained_on_another_base_and_names_both(tmp_path: Path) -> None:
+    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld")})
+    svc.engine.tick("shadow")
+    old = svc.engine.model
+    assert old is not None
+    reply = svc.handle({"command": "reload-model", "path": str(tiny_model(tmp_path / "sjf", "sjf"))})
+    assert reply["ok"] is False
+    assert "trained on base 'sjf' but policy.base is 'fcfs'" in reply["error"]
+    assert svc.engine.model is old and reply["serving"] == svc.status()["model"]
+    assert svc.metrics.fallbacks.labels("reload_rejected")._value.get() == 1
+    assert svc.handle({"command": "reload-model", "path": str(tiny_model(tmp_path / "fcfs", "fcfs"))})["ok"]
+
+
+def test_a_model_trained_on_another_base_at_start_leaves_the_base_policy_ranking(tmp_path: Path) -> None:
+    model = tiny_model(tmp_path / "sjf", "sjf")
+    with structlog.testing.capture_logs() as logs:
+        svc = service(tmp_path, policy={"model": str(model), "base": "wfp3"})
+    assert svc.engine.model is None
+    problem = svc.engine.model_problem or ""
+    assert problem.startswith("model unavailable") and "'sjf'" in problem and "'wfp3'" in problem
+    assert svc.status()["model_problem"] == problem
+    assert svc.metrics.fallbacks.labels("model_unavailable")._value.get() == 1
+    failed = [e for e in logs if e["event"] == "model_load_failed"]
+    assert len(failed) == 1 and failed[0]["fallback"] == "wfp3" and "'sjf'" in failed[0]["error"]
+    report = svc.engine.tick("shadow")
+    assert report.result == "ok" and report.summary()["ranked_by"] == "base"
+    assert "'sjf'" in report.summary()["fallback"]
+
+
+def test_sighup_refuses_a_model_that_does_not_match_the_reloaded_base(tmp_path: Path) -> None:
+    """A file that changes policy.base under the serving model: the model stops serving, as it would
+    after a restart with that file; the right model for the new base then reloads."""
+    config = tmp_path / "rltuned.toml"
+    fcfs, sjf = tiny_model(tmp_path / "fcfs", "fcfs"), tiny_model(tmp_path / "sjf", "sjf")
+
+    def write(base: str, model: Path) -> None:
+        config.write_text(
+            f'[policy]\nbase = "{base}"\nmodel = "{model}"\n[daemon]\nstate_dir = "{tmp_path / "state"}"\n'
+            f'[control]\nsocket = "{tmp_path / "ctl.sock"}"\n[metrics]\nenabled = false\n'
+        )
+
+    write("fcfs", fcfs)
+    svc = Service(config_mod.load(config), config)
+    svc.engine.adapter = FakeAdapter()
+    assert svc.engine.model is not None
+    write("sjf", fcfs)
+    reply = svc.reload()
+    assert reply["ok"] is False and "trained on base 'fcfs' but policy.base is 'sjf'" in reply["error"]
+    assert svc.engine.model is None and reply["serving"] is None
+    assert svc.settings.policy.base == "sjf" and "'fcfs'" in (svc.engine.model_problem or "")
+    assert svc.engine.tick("shadow").summary()["ranked_by"] == "base"
+    write("sjf", sjf)
+    assert svc.reload()["ok"] is True
+    assert svc.engine.model is not None and svc.engine.model_problem is None
+
+
+def test_a_base_whose_inputs_slurm_does_not_give_is_refused_at_start_and_on_reload(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"policy\.base: 'multifactor' .*sshare"):
+        service(tmp_path, policy={"base": "multifactor"})
+    config = tmp_path / "rltuned.toml"
+    config.write_text(f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n[metrics]\nenabled = false\n')
+    svc = Service(config_mod.load(config), config)
+    config.write_text('[policy]\nbase = "qssf"\n[metrics]\nenabled = false\n')
+    reply = svc.reload()
+    assert reply["ok"] is False and "policy.base: 'qssf'" in reply["error"] and "sacct" in reply["error"]
+    assert svc.settings.policy.base == "fcfs"  # an invalid file changes nothing
 
 
 def test_the_control_socket_answers_status_pause_and_resume(tmp_path: Path) -> None:

@@ -1,0 +1,102 @@
+"""What each base policy reads, and whether the daemon can read it from Slurm.
+
+A base policy is a pure function of the snapshot (`policies/`), but not every field of the snapshot is
+filled on Slurm. `slurm/parse.read_view` builds the `ClusterSnapshot` from `squeue`/`sinfo` alone: the
+jobs' submit times (epoch seconds), time limits (the estimate), GPUs, users and accounts, the clock and
+the cluster's GPUs. It leaves `history` empty (no `sshare`, no `sacct`) and `origin` at 0.0. A policy
+that reads one of those would rank Slurm's queue by another rule than the one it was trained and
+evaluated with, silently; the daemon refuses such a `policy.base` instead (`unreadable_inputs`), and the
+simulator's tick loop asks the same function, so it never evaluates a base the daemon cannot serve.
+
+Issue 16 reads fair-share usage (sshare) and past runtimes (sacct) into the snapshot's history: it adds
+`FAIRSHARE_USAGE` and `PAST_RUNTIMES` to `READABLE_FROM_SLURM` once `read_view` fills them, and then
+`multifactor` and `qssf` are accepted with no other change here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# --- the inputs a policy's key may read -----------------------------------------------------------
+
+NOW = "now"
+"""`PriorityContext.now`: the snapshot's clock (on Slurm, the time of the read)."""
+SUBMIT = "submit"
+"""`Job.submit` (on Slurm, squeue's submit_time in epoch seconds)."""
+ESTIMATE = "estimate"
+"""`Job.estimate` (on Slurm, the job's time limit, or `policy.default_time_limit_min`)."""
+GPUS = "gpus"
+"""`Job.gpus` (squeue's GRES/TRES request)."""
+USER = "user"
+"""`Job.user` (squeue's user_name)."""
+ACCOUNT = "account"
+"""`Job.account` (squeue's account)."""
+TOTAL_GPUS = "total_gpus"
+"""`PriorityContext.total_gpus`: the cluster's GPUs (sinfo)."""
+FAIRSHARE_USAGE = "fairshare_usage"
+"""`History.usage`: decayed GPU-seconds per account (Slurm's `sshare`)."""
+PAST_RUNTIMES = "past_runtimes"
+"""`History.mean_runtime_by_user` / `mean_runtime_by_account` (Slurm's `sacct`)."""
+ORIGIN = "origin"
+"""`ClusterSnapshot.origin`: the instant submit times are measured from (the simulated window's start)."""
+
+READABLE_FROM_SLURM: frozenset[str] = frozenset({NOW, SUBMIT, ESTIMATE, GPUS, USER, ACCOUNT, TOTAL_GPUS})
+"""The inputs `slurm/parse.read_view` fills from `squeue`/`sinfo` as they are in the simulator.
+
+Extend this set when the Slurm snapshot starts carrying another input (issue 16: `FAIRSHARE_USAGE` from
+sshare, `PAST_RUNTIMES` from sacct); the bases that need it are then accepted.
+"""
+
+POLICY_INPUTS: Mapping[str, frozenset[str]] = {
+    # key = submit
+    "fcfs": frozenset({SUBMIT}),
+    # key = estimate
+    "sjf": frozenset({ESTIMATE}),
+    # key = -((now - submit) / estimate)^3 * gpus
+    "wfp3": frozenset({NOW, SUBMIT, ESTIMATE, GPUS}),
+    # key = -(now - submit) / (log2(gpus + 1) * estimate)
+    "unicep": frozenset({NOW, SUBMIT, ESTIMATE, GPUS}),
+    # key = log10(estimate) * gpus + 870 * log10(submit - origin)
+    "f1": frozenset({SUBMIT, ORIGIN, ESTIMATE, GPUS}),
+    # age (now - submit), fair-share (the account's usage against everyone's), job size (gpus / total)
+    "multifactor": frozenset({NOW, SUBMIT, ACCOUNT, FAIRSHARE_USAGE, GPUS, TOTAL_GPUS}),
+    # mean past runtime of the user, else of the account, else the estimate; times gpus
+    "qssf": frozenset({USER, ACCOUNT, PAST_RUNTIMES, ESTIMATE, GPUS}),
+}
+"""Per base policy (`policies.POLICIES`), every snapshot input its key reads (see `policies/`)."""
+
+WHY_UNREADABLE: Mapping[str, str] = {
+    FAIRSHARE_USAGE: (
+        "it needs fair-share usage per account (Slurm's sshare), which rltuned does not read yet; "
+        "without it every account's fair-share factor is 1 and the order is age and job size alone"
+    ),
+    PAST_RUNTIMES: (
+        "it needs past runtimes per user and account (Slurm's sacct), which rltuned does not read yet; "
+        "without them it ranks by time limit x GPUs instead of predicted GPU time"
+    ),
+    ORIGIN: (
+        "it measures submit times from the start of the trace window (the snapshot's origin), which a "
+        "Slurm snapshot does not have; on epoch-second submit times its 870 * log10(submit) term is "
+        "almost the same for every job, so it ranks differently from training"
+    ),
+}
+"""For each input missing from `READABLE_FROM_SLURM`, what a policy that reads it would do on Slurm."""
+
+
+def unreadable_inputs(base: str) -> str | None:
+    """Why the daemon cannot serve base policy `base` from what it reads from Slurm, or None if it can.
+
+    Pure: the daemon (`--check-config`, start-up, reload) and the simulator's tick loop ask the same
+    question. Raises KeyError for a name that is not a base policy.
+    """
+    missing = sorted(POLICY_INPUTS[base.lower()] - READABLE_FROM_SLURM)
+    if not missing:
+        return None
+    return "; ".join(
+        WHY_UNREADABLE.get(name, f"it needs {name}, which rltuned does not read") for name in missing
+    )
+
+
+def readable_bases() -> tuple[str, ...]:
+    """The base policies the daemon can serve, in `POLICY_INPUTS` order."""
+    return tuple(name for name in POLICY_INPUTS if unreadable_inputs(name) is None)

@@ -1,0 +1,80 @@
+"""Which base policies the daemon can serve from what it reads from Slurm, and why not the others."""
+
+from __future__ import annotations
+
+import pytest
+
+from rltuned.core import inputs
+from rltuned.core.inputs import (
+    FAIRSHARE_USAGE,
+    ORIGIN,
+    PAST_RUNTIMES,
+    POLICY_INPUTS,
+    READABLE_FROM_SLURM,
+    readable_bases,
+    unreadable_inputs,
+)
+from rltuned.domain import History, PriorityContext
+from rltuned.policies import POLICIES, make_policy
+from tests.builders import job
+
+NOW = 100_000.0
+
+
+@pytest.mark.parametrize("base", ["fcfs", "sjf", "wfp3", "unicep", "SJF"])
+def test_bases_that_read_only_what_squeue_and_sinfo_give_are_readable(base: str) -> None:
+    assert unreadable_inputs(base) is None
+
+
+@pytest.mark.parametrize(
+    ("base", "names"),
+    [("multifactor", ["fair-share", "sshare"]), ("qssf", ["past runtimes", "sacct"]), ("f1", ["origin"])],
+)
+def test_the_other_bases_are_refused_with_the_reason(base: str, names: list[str]) -> None:
+    reason = unreadable_inputs(base)
+    assert reason is not None
+    for name in names:
+        assert name in reason
+    assert "\n" not in reason
+
+
+def test_every_base_policy_has_its_inputs_listed() -> None:
+    assert set(POLICY_INPUTS) == set(POLICIES)
+    assert readable_bases() == ("fcfs", "sjf", "wfp3", "unicep")
+    with pytest.raises(KeyError):
+        unreadable_inputs("lifo")
+
+
+def test_reading_an_input_from_slurm_accepts_the_bases_that_need_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What issue 16 does once read_view fills the history from sshare and sacct."""
+    monkeypatch.setattr(inputs, "READABLE_FROM_SLURM", READABLE_FROM_SLURM | {FAIRSHARE_USAGE, PAST_RUNTIMES})
+    assert unreadable_inputs("multifactor") is None
+    assert unreadable_inputs("qssf") is None
+    assert unreadable_inputs("f1") is not None
+
+
+@pytest.mark.parametrize("base", list(POLICIES))
+def test_the_listed_inputs_are_what_the_policy_reads(base: str) -> None:
+    """A Slurm snapshot has an empty history and origin 0: a policy's keys change when those are filled
+    exactly when its listed inputs include them."""
+    jobs = [
+        job(1, 1_000.0, 1, 600.0, user="u1", account="a"),
+        job(2, 5_000.0, 4, 60.0, user="u2", account="b"),
+        job(3, 9_000.0, 2, 3_600.0, user="u3", account="a"),
+    ]
+    slurm = PriorityContext(NOW, 16)
+    filled = PriorityContext(
+        NOW,
+        16,
+        History(
+            usage={"a": 9_000.0, "b": 10.0},
+            mean_runtime_by_user={"u1": 30.0, "u2": 7_200.0},
+            mean_runtime_by_account={"a": 100.0},
+        ),
+        origin=900.0,
+    )
+    policy = make_policy(base)
+    on_slurm = [policy.key(j, slurm) for j in jobs]
+    in_sim = [policy.key(j, filled) for j in jobs]
+    reads_more = bool(POLICY_INPUTS[base] & {FAIRSHARE_USAGE, PAST_RUNTIMES, ORIGIN})
+    assert (on_slurm != in_sim) == reads_more
