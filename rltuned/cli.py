@@ -16,7 +16,7 @@ from rltuned.errors import UsageError, exit_with
 from rltuned.estimates import MODELS, apply_estimates
 from rltuned.placement.milp import MAX_K, MilpConfig
 from rltuned.policies import POLICIES
-from rltuned.rl import REWARDS
+from rltuned.rl import LOOPS, REWARDS
 from rltuned.sim.runner import PolicyRun, Window, choose_windows, simulate_windows
 from rltuned.sim.simulator import PLACEMENTS, SimConfig
 from rltuned.traces import FORMATS, load_trace
@@ -82,7 +82,23 @@ def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
     tr.add_argument("--episodes-per-epoch", type=int, default=24)
     tr.add_argument("--minutes", type=float, help="stop after this much training wall time")
     tr.add_argument("--estimates", choices=MODELS, default="qssf-noise")
-    tr.add_argument("--placement", choices=PLACEMENTS, default="pack")
+    tr.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default="ticks",
+        help="ticks: the daemon's loop, one ranking per tick with Slurm's schedulers behind it (default); "
+        "paper: the paper-replication loop, one job chosen per decision",
+    )
+    tr.add_argument("--interval", type=float, default=60.0, help="ticks: the daemon's interval_s")
+    tr.add_argument(
+        "--lever", choices=("priority", "site_factor"), default="priority", help="ticks: apply.lever"
+    )
+    tr.add_argument(
+        "--placement-levers",
+        action="store_true",
+        help="ticks: OverSubscribe and ExcNodeList steering on (the MILP runs every tick)",
+    )
+    tr.add_argument("--placement", choices=PLACEMENTS, default="pack", help="paper loop: the placer")
     tr.add_argument("--backfill", action=argparse.BooleanOptionalAction, default=True)
     tr.add_argument("--window", type=int, default=256, help="jobs per episode")
     tr.add_argument("--warmup", type=int, default=512, help="preceding jobs that load the cluster first")
@@ -113,7 +129,10 @@ def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
     ev.add_argument("--trace", required=True)
     ev.add_argument("--cluster", required=True)
     ev.add_argument("--base", default="fcfs", help="comma-separated base policies")
-    ev.add_argument("--placement", choices=PLACEMENTS, help="default: the model's training placement")
+    ev.add_argument("--loop", choices=LOOPS, help="default: the loop the model was trained in")
+    ev.add_argument(
+        "--placement", choices=PLACEMENTS, help="paper loop; default: the model's training placement"
+    )
     ev.add_argument("--estimates", choices=MODELS, default="qssf-noise")
     ev.add_argument("--estimates-seed", type=int, default=0)
     ev.add_argument("--backfill", action=argparse.BooleanOptionalAction, help="default: as trained")
@@ -257,6 +276,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     _require(args.imitate_episodes >= 0, f"--imitate-episodes must be >= 0, got {args.imitate_episodes}")
     _require(0 < args.gamma <= 1, f"--gamma must be in (0, 1], got {args.gamma}")
     _require(args.pi_lr > 0, f"--pi-lr must be > 0, got {args.pi_lr}")
+    _require(args.interval > 0, f"--interval must be > 0, got {args.interval}")
     _require(args.update_epochs >= 1, f"--update-epochs must be >= 1, got {args.update_epochs}")
     _require(args.minibatches >= 1, f"--minibatches must be >= 1, got {args.minibatches}")
     _require(0 <= args.gae_lambda <= 1, f"--gae-lambda must be in [0, 1], got {args.gae_lambda}")
@@ -276,7 +296,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         episodes_per_epoch=args.episodes_per_epoch, minutes=args.minutes, resume=args.resume,
         rank_prior=args.rank_prior, imitate_episodes=args.imitate_episodes, reward=args.reward,
         gamma=args.gamma, gae_lambda=args.gae_lambda, pi_lr=args.pi_lr, update_epochs=args.update_epochs,
-        num_minibatches=args.minibatches,
+        num_minibatches=args.minibatches, loop=args.loop, interval_s=args.interval, lever=args.lever,
+        placement_levers=args.placement_levers,
     )  # fmt: skip
     bar = None
     if sys.stderr.isatty():
@@ -302,8 +323,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from rltuned.rl.evaluate import compare, evaluation_jobs, plot
+    from rltuned.rl.evaluate import compare, evaluation_jobs, plot, tick_settings_of
     from rltuned.rl.export import load_model
+    from rltuned.sim.ticks import TickSettings
 
     _require(args.warmup is None or args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
     _require(args.sequences >= 1, f"--sequences must be >= 1, got {args.sequences}")
@@ -321,15 +343,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     jobs = evaluation_jobs(jobs, args.split)
     warmup = args.warmup if args.warmup is not None else int(manifest.get("warmup", 0))
     windows = choose_windows(len(jobs), args.jobs, None, args.sequences, args.seed)
-    config = SimConfig(
-        placement=args.placement or str(manifest.get("placement", "pack")),
-        backfill=args.backfill if args.backfill is not None else bool(manifest.get("backfill", True)),
-    )
+    # Models from before the daemon's loop existed were trained in the paper-replication loop.
+    loop = args.loop or str(manifest.get("loop", "paper"))
+    backfill = args.backfill if args.backfill is not None else bool(manifest.get("backfill", True))
+    config: TickSettings | SimConfig
+    if loop == "ticks":
+        trained = manifest.get("base")
+        _require(
+            trained is None or bases == [trained],
+            f"--base {args.base}: the model was trained on base {trained!r}, and the daemon refuses a model "
+            "on another base; evaluate it on its own",
+        )
+        config = tick_settings_of(manifest, bases[0], backfill)
+        placement = "milp" if config.core.places else "off"
+    else:
+        placement = args.placement or str(manifest.get("placement", "pack"))
+        config = SimConfig(placement=placement, backfill=backfill)
     results = [compare(model, jobs, cluster, b, config, windows, warmup) for b in bases]
     header = {
         "model": str(args.model), "trace": args.trace, "split": args.split, "cluster": cluster.name,
-        "estimates": model_name, "estimates_seed": args.estimates_seed, "placement": config.placement,
-        "backfill": config.backfill, "warmup_jobs": warmup, "jobs_per_window": args.jobs,
+        "loop": loop, "estimates": model_name, "estimates_seed": args.estimates_seed,
+        "placement": placement, "backfill": backfill, "warmup_jobs": warmup, "jobs_per_window": args.jobs,
         "sequences": args.sequences, "window_seed": args.seed,
     }  # fmt: skip
     body = {**header, "results": [r.as_dict() for r in results]}
@@ -342,9 +376,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+LOOP_NAMES = {"ticks": "the daemon's loop", "paper": "paper-replication loop"}
+
+
 def render_evaluation(body: dict[str, Any]) -> str:
     lines = [
-        f"model {body['model']} on {body['trace']} ({body['split']}), cluster {body['cluster']}, estimates "
+        f"model {body['model']} on {body['trace']} ({body['split']}), cluster {body['cluster']}, "
+        f"{LOOP_NAMES[body['loop']]}, estimates "
         f"{body['estimates']}, placement {body['placement']}, backfill {body['backfill']}, "
         f"{body['sequences']} x {body['jobs_per_window']} jobs (warm-up {body['warmup_jobs']})",
         "",

@@ -25,10 +25,11 @@ from rltuned.clusters import load_cluster
 from rltuned.domain import ClusterSpec, Job
 from rltuned.estimates import apply_estimates
 from rltuned.rl.env import METRICS as METRIC_KEY
-from rltuned.rl.evaluate import LOWER_IS_BETTER, Comparison, compare, evaluation_jobs
+from rltuned.rl.evaluate import LOWER_IS_BETTER, Comparison, compare, evaluation_jobs, tick_settings_of
 from rltuned.rl.export import LoadedModel, load_model
 from rltuned.sim.runner import Window, choose_windows
 from rltuned.sim.simulator import SimConfig
+from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -74,6 +75,23 @@ def section_text(model_dir: Path, sequences: int, jobs_per_window: int) -> str:
     return out.getvalue()
 
 
+def loop_config(m: dict[str, Any], estimates: str, oracle: bool) -> tuple[TickSettings | SimConfig, str, str]:
+    """The loop a model is evaluated in (the one it was trained in), its placement, and how to name it.
+    Models from before the daemon's loop existed were trained in the paper-replication loop."""
+    config: TickSettings | SimConfig
+    if m.get("loop", "paper") == "ticks":
+        config = tick_settings_of(m, str(m["base"]))
+        placement, bf = ("milp" if config.core.places else "off"), config.slurm.backfill
+        loop = "the daemon's loop (a ranking per tick), Slurm's " + ("backfill" if bf else "main scheduler")
+    else:
+        config = SimConfig(placement=str(m.get("placement", "pack")), backfill=bool(m.get("backfill", True)))
+        placement, bf = config.placement, config.backfill
+        loop = "paper-replication loop, " + ("EASY backfilling" if bf else "no backfilling")
+    if oracle and not bf:
+        return config, placement, f"{loop}: the paper's setting, EXACT runtimes (oracle)"
+    return config, placement, f"{loop}, {estimates} estimates"
+
+
 def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
     model = load_model(model_dir)
     m = model.manifest
@@ -82,13 +100,9 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
     jobs, _ = apply_estimates(load_trace(resolve_trace(str(m["trace"]))).jobs, estimates, 0)
     held_out = evaluation_jobs(jobs, "held-out")
     windows = choose_windows(len(held_out), jobs_per_window, None, sequences, 0)
-    config = SimConfig(placement=str(m.get("placement", "pack")), backfill=bool(m.get("backfill", True)))
+    config, placement, setting = loop_config(m, estimates, oracle)
     warmup = int(m.get("warmup", 0))
     cluster = load_cluster(str(m["cluster"]))
-    backfill = "EASY backfilling" if config.backfill else "no backfilling"
-    setting = f"{backfill}, {estimates} estimates"
-    if oracle and not config.backfill:
-        setting = "paper's setting: no backfilling, EXACT runtimes (oracle)"
     print(f"## `{model_dir.name}`\n")
     commit = str(m.get("training_commit"))[:12]
     print(f"- trained on `{m['trace']}` (first 90%, {m.get('train_jobs', '?')} jobs) on `{m['cluster']}`, "
@@ -105,7 +119,7 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
     print(f"- PPO: {m.get('reward', 'terminal')} reward, gamma {m.get('gamma')}, "
           f"GAE lambda {m.get('gae_lambda')}, actor lr {m.get('pi_lr')}, {m.get('update_epochs')} passes x "
           f"{m.get('num_minibatches')} minibatches, target KL {m.get('target_kl')}")  # fmt: skip
-    print(f"- evaluation: {setting}; placement {config.placement}; {len(held_out)} held-out jobs\n")
+    print(f"- evaluation: {setting}; placement {placement}; {len(held_out)} held-out jobs\n")
     print("| base | metric | base policy | with RL | improvement |")
     print("|---|---|---|---|---|")
     bodies: dict[str, dict[str, Any]] = {}
@@ -148,7 +162,7 @@ def seed_table(
     seeds: list[Path],
     held_out: list[Job],
     cluster: ClusterSpec,
-    config: SimConfig,
+    config: TickSettings | SimConfig,
     windows: list[Window],
     warmup: int,
     key: str,

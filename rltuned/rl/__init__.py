@@ -2,3 +2,7 @@
 
 REWARDS = ("terminal", "dense")
 """How the environment pays the reward (rltuned.rl.env); here so the CLI can list it without gymnasium."""
+
+LOOPS = ("ticks", "paper")
+"""The training and evaluation loops: the daemon's (one ranking per tick, rl/tick_env.py) and the
+paper-replication loop (one job chosen per decision, rl/env.py)."""

@@ -12,6 +12,7 @@ from torch import nn
 from torch.distributions import Categorical
 
 from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS
+from rltuned.rl import plackett_luce as pl
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:
@@ -115,3 +116,32 @@ class ActorCritic(nn.Module):
         if action is None:
             action = dist.sample()
         return action, dist.log_prob(action), dist.entropy(), self.critic(critic_obs)
+
+    def act(
+        self, obs: torch.Tensor, mask: torch.Tensor, critic_obs: torch.Tensor, ranks: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(action, log-prob, value), sampled: a ranking of the slots (the daemon's loop) or one slot
+        (the paper-replication loop)."""
+        scores = self.actor(obs, mask)
+        if ranks:
+            action = pl.sample(scores, mask)
+            return action, pl.log_prob(scores, mask, action), self.critic(critic_obs)
+        dist = Categorical(logits=scores)
+        action = dist.sample()
+        return action, dist.log_prob(action), self.critic(critic_obs)
+
+    def evaluate(
+        self,
+        obs: torch.Tensor,
+        mask: torch.Tensor,
+        critic_obs: torch.Tensor,
+        action: torch.Tensor,
+        ranks: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log-prob, entropy, value) of given actions; a ranking's entropy is its first draw's."""
+        scores = self.actor(obs, mask)
+        if ranks:
+            logp = pl.log_prob(scores, mask, action)
+            return logp, pl.first_choice_entropy(scores, mask), self.critic(critic_obs)
+        dist = Categorical(logits=scores)
+        return dist.log_prob(action), dist.entropy(), self.critic(critic_obs)

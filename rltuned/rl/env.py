@@ -132,10 +132,19 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
                 return self._observe(), {"window_start": start, "base_score": self.base_score}
         raise RuntimeError(f"no window among {MAX_RESETS} tries needed a scheduling decision")
 
-    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+    ranks = False
+    """The action is one slot: the job to start next (the paper-replication loop)."""
+
+    def base_action(self) -> int:
+        """The base policy's choice: slot 0, since rows are in base order."""
+        return 0
+
+    def step(  # also takes the slot as a 0-d array, as PPO samples it
+        self, action: int | np.ndarray
+    ) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self.episode is None or self.current is None:
             raise RuntimeError("call reset() first")
-        job_id = int(self.current.job_ids[action])
+        job_id = int(self.current.job_ids[int(action)])
         if job_id < 0:
             raise ValueError(f"action {action} selects an empty slot")
         self.episode.choose(job_id)

@@ -1,19 +1,23 @@
 """Honest evaluation: a base policy and its RL-enabled counterpart on the same held-out windows.
 
-Both sides see the same jobs, the same runtime estimates (noisy by default), the same backfilling and
-the same placement; the agent acts deterministically (argmax over the visible slots). Windows come from
-the held-out last 10% of the trace unless `split="all"` (for a trace kept apart from training).
+Both sides run the same loop on the same jobs, with the same runtime estimates (noisy by default):
+by default the daemon's loop (`sim/ticks.py`: a decision per tick by the decision core, Slurm's
+schedulers behind it), where the base side is the daemon without a model, so the two sides differ only
+by the model. `SimConfig` instead selects the paper-replication loop (a job chosen per decision, EASY
+behind it), reported only under that name. The agent acts deterministically (the argsort of its
+scores). Windows come from the held-out last 10% of the trace unless `split="all"`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
+from rltuned.core import CoreSettings, Lever
 from rltuned.domain import ClusterSpec, Job
 from rltuned.features import encode
 from rltuned.policies import make_policy
@@ -22,6 +26,8 @@ from rltuned.rl.export import LoadedModel
 from rltuned.sim.metrics import Metrics, compute_metrics
 from rltuned.sim.runner import METRIC_KEYS, Window
 from rltuned.sim.simulator import SimConfig, SimResult, Simulator
+from rltuned.sim.slurm import SlurmParams
+from rltuned.sim.ticks import TickSettings, run_ticks
 
 LOWER_IS_BETTER = {k: k != "gpu_util" for k in METRIC_KEYS}
 
@@ -29,13 +35,15 @@ LOWER_IS_BETTER = {k: k != "gpu_util" for k in METRIC_KEYS}
 @dataclass(frozen=True)
 class Comparison:
     base: str
+    loop: str
+    """"ticks" (the daemon's loop) or "paper" (the paper-replication loop)."""
     base_metrics: tuple[Metrics, ...]
     rl_metrics: tuple[Metrics, ...]
     base_waits: tuple[float, ...]
     rl_waits: tuple[float, ...]
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"base": self.base, "windows": len(self.base_metrics)}
+        out: dict[str, Any] = {"base": self.base, "loop": self.loop, "windows": len(self.base_metrics)}
         for key in ("avg_bsld", "avg_wait_s", "avg_jct_s", "gpu_util", "p95_wait_s", "makespan_s"):
             b = np.array([getattr(m, key) for m in self.base_metrics])
             r = np.array([getattr(m, key) for m in self.rl_metrics])
@@ -71,32 +79,55 @@ def run_rl(simulator: Simulator, model: LoadedModel, jobs: Sequence[Job], warmup
 
 
 def compare(
-    model: LoadedModel,
+    model: LoadedModel | None,
     jobs: Sequence[Job],
     cluster: ClusterSpec,
     base: str,
-    config: SimConfig,
+    config: TickSettings | SimConfig,
     windows: Sequence[Window],
     warmup: int,
     progress: Callable[[], None] | None = None,
 ) -> Comparison:
-    # Full passes on the base side too: an agent that always picks the base's choice reproduces it exactly.
-    simulator = Simulator(cluster, make_policy(base), replace(config, incremental=False))
+    """Each window run by both sides; `model=None` runs the base on both (they must then agree)."""
+    if isinstance(config, TickSettings):
+        settings = replace(config, base=base)
+        loop = "ticks"
+
+        def side(chunk: Sequence[Job], warm: int, agent: LoadedModel | None) -> SimResult:
+            return run_ticks(cluster, chunk, warm, settings, agent)
+
+    else:
+        # Full passes on the base side too: an agent that always picks the base's choice reproduces it.
+        simulator = Simulator(cluster, make_policy(base), replace(config, incremental=False))
+        loop = "paper"
+
+        def side(chunk: Sequence[Job], warm: int, agent: LoadedModel | None) -> SimResult:
+            return simulator.run(chunk, warm) if agent is None else run_rl(simulator, agent, chunk, warm)
+
     base_m: list[Metrics] = []
     rl_m: list[Metrics] = []
     base_w: list[float] = []
     rl_w: list[float] = []
     for w in windows:
         chunk, warm = w.with_warmup(jobs, warmup)
-        base_result = simulator.run(chunk, warm)
-        rl_result = run_rl(simulator, model, chunk, warm)
+        base_result = side(chunk, warm, None)
+        rl_result = side(chunk, warm, model)
         base_m.append(compute_metrics(base_result))
         rl_m.append(compute_metrics(rl_result))
         base_w.extend(r.wait for r in base_result.records)
         rl_w.extend(r.wait for r in rl_result.records)
         if progress is not None:
             progress()
-    return Comparison(base, tuple(base_m), tuple(rl_m), tuple(base_w), tuple(rl_w))
+    return Comparison(base, loop, tuple(base_m), tuple(rl_m), tuple(base_w), tuple(rl_w))
+
+
+def tick_settings_of(manifest: Mapping[str, Any], base: str, backfill: bool | None = None) -> TickSettings:
+    """The daemon and Slurm settings a model was trained in (`rl/ppo.tick_settings`), from its manifest."""
+    placing = bool(manifest.get("placement_levers", False))
+    lever = Lever(kind=str(manifest.get("lever", "priority")), oversubscribe=placing, steer_untyped=placing)
+    bf = bool(manifest.get("backfill", True)) if backfill is None else backfill
+    interval = float(manifest.get("interval_s", 60.0))
+    return TickSettings(base, interval, CoreSettings(lever=lever), SlurmParams(backfill=bf))
 
 
 def plot(comparisons: Sequence[Comparison], path: str) -> None:

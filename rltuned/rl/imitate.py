@@ -20,9 +20,11 @@ import numpy.typing as npt
 import torch
 from torch.distributions import Categorical
 
+from rltuned.rl import plackett_luce as pl
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.env import SchedulingEnv
 from rltuned.rl.gae import compute_gae
+from rltuned.rl.tick_env import TickEnv
 
 BASE_CHOICE = 0
 """The base policy's choice: slot 0, since slots are in base order."""
@@ -39,7 +41,7 @@ class Demonstration:
     gaps: tuple[float, ...]  # the paper's reward per episode: 0 when the agent's run is the base's
 
 
-def demonstrate(env: SchedulingEnv, episodes: int, seed: int, gamma: float) -> Demonstration:
+def demonstrate(env: SchedulingEnv | TickEnv, episodes: int, seed: int, gamma: float) -> Demonstration:
     """Run `episodes` windows choosing the base policy's job at every decision."""
     actor, mask, critic, rewards, dones, gaps = [], [], [], [], [], []
     for e in range(episodes):
@@ -49,7 +51,7 @@ def demonstrate(env: SchedulingEnv, episodes: int, seed: int, gamma: float) -> D
             actor.append(np.array(obs["actor"]))
             mask.append(np.array(obs["mask"]))
             critic.append(np.array(obs["critic"]))
-            obs, reward, done, _, info = env.step(BASE_CHOICE)
+            obs, reward, done, _, info = env.step(env.base_action())
             rewards.append(reward)
             dones.append(done)
         gaps.append(float(info["gap"]))
@@ -60,7 +62,7 @@ def demonstrate(env: SchedulingEnv, episodes: int, seed: int, gamma: float) -> D
 
 
 def clone(
-    agent: ActorCritic, demo: Demonstration, steps: int, lr: float, batch: int = 256
+    agent: ActorCritic, demo: Demonstration, steps: int, lr: float, ranks: bool, batch: int = 256
 ) -> dict[str, float]:
     """Fit the actor to the base's choices (cross-entropy) and the critic to its returns.
 
@@ -76,7 +78,12 @@ def clone(
     vf_opt = torch.optim.Adam(agent.critic.parameters(), lr=lr)
     for _ in range(steps):
         mb = torch.randint(len(actor), (min(batch, len(actor)),))
-        pi_loss = torch.nn.functional.cross_entropy(agent.actor(actor[mb], mask[mb]), target[mb])
+        scores = agent.actor(actor[mb], mask[mb])
+        if ranks:  # the base's whole ranking: slot order
+            identity = torch.arange(mask.shape[-1]).expand(len(mb), -1)
+            pi_loss = -(pl.log_prob(scores, mask[mb], identity) / mask[mb].sum(-1)).mean()
+        else:
+            pi_loss = torch.nn.functional.cross_entropy(scores, target[mb])
         v_loss = ((agent.critic(critic[mb]) - returns[mb]) ** 2).mean()
         pi_opt.zero_grad()
         vf_opt.zero_grad()

@@ -19,14 +19,19 @@ import numpy as np
 import torch
 
 from rltuned.clusters import load_cluster
+from rltuned.core import CoreSettings, Lever
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
+from rltuned.rl import LOOPS
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.env import SchedulingEnv, split
 from rltuned.rl.export import export_actor, git_commit
 from rltuned.rl.gae import compute_gae
 from rltuned.rl.imitate import clone, demonstrate
+from rltuned.rl.tick_env import TickEnv
 from rltuned.sim.simulator import SimConfig
+from rltuned.sim.slurm import SlurmParams
+from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -46,10 +51,20 @@ class Args:
     """runtime-estimate model the scheduler sees"""
     estimates_seed: int = 0
     """seed of the estimate model"""
+    loop: str = "ticks"
+    """ticks: the daemon's loop (one ranking per tick, Slurm's schedulers behind it; rl/tick_env.py);
+    paper: the paper-replication loop (one job chosen per decision; rl/env.py)"""
+    interval_s: float = 60.0
+    """ticks: the daemon's interval_s"""
+    lever: str = "priority"
+    """ticks: the daemon's apply.lever (priority | site_factor)"""
+    placement_levers: bool = False
+    """ticks: OverSubscribe and ExcNodeList steering on (the MILP runs every tick, as in the daemon
+    with placement.oversubscribe or placement.steer_untyped)"""
     backfill: bool = True
-    """EASY backfilling behind the chosen head"""
+    """ticks: sched/backfill behind the main scheduler; paper: EASY backfilling behind the chosen head"""
     placement: str = "pack"
-    """pack | spread | milp"""
+    """paper: pack | spread | milp"""
     window: int = 256
     """jobs per episode (the paper's batch)"""
     warmup: int = 512
@@ -113,7 +128,8 @@ class Rollout:
     actor: list[np.ndarray] = field(default_factory=list)
     mask: list[np.ndarray] = field(default_factory=list)
     critic: list[np.ndarray] = field(default_factory=list)
-    actions: list[int] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    """One slot (paper loop) or a ranking of the 256 slots (ticks) per decision."""
     logps: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
@@ -123,7 +139,7 @@ class Rollout:
     agent_scores: list[float] = field(default_factory=list)
 
 
-def make_env(args: Args) -> SchedulingEnv:
+def make_env(args: Args) -> SchedulingEnv | TickEnv:
     trace = load_trace(resolve_trace(args.trace))
     jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
     args.extra["estimates_resolved"] = model
@@ -135,14 +151,28 @@ def make_env(args: Args) -> SchedulingEnv:
         )
     args.extra["train_jobs"] = len(train)
     args.extra["held_out_jobs"] = len(held_out)
-    config = SimConfig(placement=args.placement, backfill=args.backfill)
     cluster = load_cluster(args.cluster)
+    if args.loop == "ticks":
+        return TickEnv(
+            train, cluster, tick_settings(args), args.metric, args.window, args.warmup, args.reward
+        )
+    if args.loop != "paper":
+        raise UsageError(f"--loop must be one of {LOOPS}, got {args.loop!r}")
+    config = SimConfig(placement=args.placement, backfill=args.backfill)
     return SchedulingEnv(
         train, cluster, args.base, args.metric, args.window, config, args.warmup, args.reward
     )
 
 
-def collect(env: SchedulingEnv, agent: ActorCritic, episodes: int, seed: int) -> Rollout:
+def tick_settings(args: Args) -> TickSettings:
+    """The daemon and Slurm a model is trained (and evaluated) with; recorded in its manifest."""
+    lever = Lever(kind=args.lever, oversubscribe=args.placement_levers, steer_untyped=args.placement_levers)
+    return TickSettings(
+        args.base, args.interval_s, CoreSettings(lever=lever), SlurmParams(backfill=args.backfill)
+    )
+
+
+def collect(env: SchedulingEnv | TickEnv, agent: ActorCritic, episodes: int, seed: int) -> Rollout:
     """Run whole episodes with the current stochastic policy."""
     ro = Rollout()
     for e in range(episodes):
@@ -151,14 +181,14 @@ def collect(env: SchedulingEnv, agent: ActorCritic, episodes: int, seed: int) ->
         while not done:
             actor, mask, critic = (torch.from_numpy(np.array(obs[k])) for k in ("actor", "mask", "critic"))
             with torch.no_grad():
-                action, logp, _, value = agent.get_action_and_value(actor, mask, critic)
+                action, logp, value = agent.act(actor, mask, critic, env.ranks)
             ro.actor.append(np.array(obs["actor"]))
             ro.mask.append(np.array(obs["mask"]))
             ro.critic.append(np.array(obs["critic"]))
-            ro.actions.append(int(action))
+            ro.actions.append(action.numpy())
             ro.logps.append(float(logp))
             ro.values.append(float(value))
-            obs, reward, done, _, info = env.step(int(action))
+            obs, reward, done, _, info = env.step(action.numpy())
             ro.rewards.append(reward)
             ro.dones.append(done)
         ro.episode_rewards.append(info["gap"])  # the paper's reward, whichever reward trains
@@ -175,7 +205,8 @@ def update(agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.opti
     b_actor = torch.from_numpy(np.stack(ro.actor))
     b_mask = torch.from_numpy(np.stack(ro.mask))
     b_critic = torch.from_numpy(np.stack(ro.critic))
-    b_actions = torch.tensor(ro.actions)
+    b_actions = torch.from_numpy(np.stack(ro.actions))
+    ranks = args.loop == "ticks"
     b_logp = torch.tensor(ro.logps)
     b_adv = torch.from_numpy(adv)
     # Normalized over the whole batch: a minibatch can be a single step, whose std is undefined.
@@ -192,9 +223,7 @@ def update(agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.opti
         order = torch.randperm(n)
         for lo in range(0, n, size):
             mb = order[lo : lo + size]
-            _, logp, entropy, value = agent.get_action_and_value(
-                b_actor[mb], b_mask[mb], b_critic[mb], b_actions[mb]
-            )
+            logp, entropy, value = agent.evaluate(b_actor[mb], b_mask[mb], b_critic[mb], b_actions[mb], ranks)
             ratio = torch.exp(logp - b_logp[mb])
             mb_adv = b_adv[mb]
             clipped = torch.clamp(ratio, 1 - args.clip_ratio, 1 + args.clip_ratio)
@@ -264,7 +293,7 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
             env, args.imitate_episodes, args.seed * 1_000_003 + IMITATION_SEED_OFFSET, args.gamma
         )
         agent.actor.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
-        args.extra.update(clone(agent, demo, args.imitate_steps, args.imitate_lr))
+        args.extra.update(clone(agent, demo, args.imitate_steps, args.imitate_lr, env.ranks))
         args.extra["imitation_decisions"] = len(demo.returns)
         args.extra["imitation_wall_s"] = time.perf_counter() - t0
         del demo

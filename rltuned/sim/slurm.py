@@ -37,6 +37,7 @@ from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
+from rltuned.slurm.parse import natural_key
 
 FINISH, ARRIVAL = 0, 1
 INF = float("inf")
@@ -135,6 +136,9 @@ class SlurmRun:
             raise ValueError(f"warmup must be in [0, {len(jobs)}], got {warmup}")
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
+        # The daemon sees the nodes in the order the adapter lists them (by name, digits as numbers), and
+        # placement breaks ties by node index: the simulated cluster uses the same order.
+        cluster = replace(cluster, nodes=tuple(sorted(cluster.nodes, key=lambda n: natural_key(n.name))))
         self.cluster = cluster
         self.params = params or SlurmParams()
         self.interval_s = interval_s
@@ -154,6 +158,9 @@ class SlurmRun:
         self.done: list[_Job] = []
         self.dropped: list[Job] = []
         self.ticks = 0
+        self.changed = True
+        """Whether anything a backfill pass reads changed since the last pass (see `_backfill`)."""
+        self._last_pass: list[int] = []
         for idx, job in enumerate(jobs):
             demand = demand_for(job, self.pools)
             if demand is None:
@@ -212,10 +219,12 @@ class SlurmRun:
                 self._finish(entry)
             else:
                 self.queue.append(entry)
+        self.changed = True
 
     # --- what the daemon changes --------------------------------------------------------------------
     def apply(self, actions: Sequence[Action]) -> None:
         """The plan's `scontrol update`s, all accepted (every job in a plan is pending at its tick)."""
+        self.changed = True
         for action in actions:
             entry = self.by_id[action.job_id]
             if action.kind == "priority":
@@ -279,15 +288,24 @@ class SlurmRun:
         self._drop(started)
 
     def _backfill(self, now: float) -> None:
+        """One sched/backfill pass. A pass that would repeat the last one is skipped: with no submit,
+        start, completion or write since, no running job past its limit and the same priority order, the
+        plan can only have moved later (the window slides towards the same reservations), so it starts
+        nothing."""
         if not self.queue:
             return
         p = self.params
-        profile = Profile(now, self.free, p.bf_resolution_s)
-        for entry in self.running.values():
-            profile.release(entry.alloc, entry.start + entry.limit)
+        order = self.ordered(now)[: p.bf_max_job_test]
+        signature = [e.job.id for e in order]
+        overdue = any(e.start + e.limit <= now for e in self.running.values())
+        if not self.changed and not overdue and signature == self._last_pass:
+            return
+        self.changed, self._last_pass = False, signature
+        running = [(e.start + e.limit, e.alloc) for e in self.running.values()]
+        profile = Profile(now, self.free, p.bf_resolution_s, running)
         horizon = now + p.bf_window_min * 60.0
         started: list[_Job] = []
-        for entry in self.ordered(now)[: p.bf_max_job_test]:
+        for entry in order:
             found = profile.earliest(entry.demand, self.pools, entry.limit, horizon)
             if found is None:
                 continue
@@ -300,6 +318,7 @@ class SlurmRun:
 
     # --- job lifecycle ------------------------------------------------------------------------------
     def _start(self, entry: _Job, alloc: Allocation, now: float) -> None:
+        self.changed = True
         entry.start = now
         entry.alloc = alloc
         self.free.take(alloc)
@@ -371,15 +390,29 @@ def _align(at: float, until: float, step: float) -> float:
 
 
 class Profile:
-    """Free capacity per node over time, as sched/backfill plans it: rows are intervals
-    [times[k], times[k+1]), the first starting now; running jobs give their resources back at their time
-    limit (an overdue job one resolution step from now), reservations take them for their duration."""
+    """Free capacity per node over time, as sched/backfill plans it: `cap[k]` holds the free GPUs, CPUs
+    and memory of every node during [times[k], times[k+1]), the first interval starting now. Running jobs
+    give their resources back at their time limit on the `bf_resolution` grid (a job past its limit, at
+    the next grid point); reservations take them for their duration."""
 
-    def __init__(self, now: float, free: FreeCapacity, resolution_s: float) -> None:
+    def __init__(
+        self, now: float, free: FreeCapacity, resolution_s: float, running: Sequence[tuple[float, Allocation]]
+    ) -> None:
         self.now = now
         self.resolution = resolution_s
-        self.times: list[float] = [now]
-        self.rows = [np.array([free.gpus, free.cpus, free.mem], dtype=np.int64)]
+        released: dict[float, list[Allocation]] = {}
+        for end, alloc in running:
+            at = self.grid(end)
+            if at <= now:  # past its limit and still running: free from the next grid point on
+                at = self.grid(now + resolution_s / 2)
+            released.setdefault(at, []).append(alloc)
+        self.times: list[float] = [now, *sorted(released)]
+        cap = np.zeros((len(self.times), 3, len(free.gpus)), dtype=np.int64)
+        cap[0] = (free.gpus, free.cpus, free.mem)
+        for k, t in enumerate(self.times[1:], start=1):
+            for alloc in released[t]:
+                _add(cap[k], alloc, 1)
+        self.cap = np.cumsum(cap, axis=0)
 
     def grid(self, t: float) -> float:
         """`t` rounded up to the plan's time grid (absolute multiples of the resolution)."""
@@ -391,36 +424,31 @@ class Profile:
         if self.times[k] == t:
             return k
         self.times.insert(k + 1, t)
-        self.rows.insert(k + 1, self.rows[k].copy())
+        self.cap = np.insert(self.cap, k + 1, self.cap[k], axis=0)
         return k + 1
 
-    def release(self, alloc: Allocation, end: float) -> None:
-        end = self.grid(end)
-        if end <= self.now:  # past its limit and still running: free from the next grid point on
-            end = self.grid(self.now + self.resolution / 2)
-        k = self._at(end)
-        for row in self.rows[k:]:
-            _add(row, alloc, 1)
-
     def reserve(self, alloc: Allocation, start: float, end: float) -> None:
-        k0, k1 = self._at(start), self._at(end)
-        for row in self.rows[k0:k1]:
-            _add(row, alloc, -1)
+        k0 = self._at(start)
+        k1 = self._at(end)
+        for s in alloc:
+            self.cap[k0:k1, :, s.node] -= (s.gpus, s.cpus, s.mem_mb)
 
     def earliest(
         self, demand: Demand, pools: Sequence[Pool], limit: float, horizon: float
     ) -> tuple[float, float, Allocation] | None:
         """The first row start (within the horizon) from which the job fits until its time limit:
-        (start, end on the grid, allocation)."""
-        times, rows = self.times, self.rows
-        for k, t in enumerate(times):
+        (start, end on the grid, allocation). Only rows where some capacity grows are tried: from any
+        other row the job fits no better than from the row before."""
+        times, cap = self.times, self.cap
+        grows = np.ones(len(times), dtype=np.bool_)
+        grows[1:] = (cap[1:] > cap[:-1]).any(axis=(1, 2))
+        for k in np.flatnonzero(grows).tolist():
+            t = times[k]
             if t > horizon:
                 return None
-            if k and not (rows[k] > rows[k - 1]).any():
-                continue  # nothing was freed at t: it fits no better than from the row before
             end = self.grid(t + limit)
             j = bisect.bisect_left(times, end)
-            low = rows[k] if j == k + 1 else np.minimum.reduce(rows[k:j])
+            low = cap[k] if j == k + 1 else cap[k:j].min(axis=0)
             scratch = FreeCapacity(low[0].tolist(), low[1].tolist(), low[2].tolist())
             alloc = place(demand, pools, scratch, "pack")
             if alloc is not None:

@@ -12,8 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rltuned.core import CoreSettings, Decision, Written, decide
+from rltuned.core.inputs import unreadable_inputs
 from rltuned.core.plan import Pins
 from rltuned.domain import ClusterSnapshot, ClusterSpec, Job
+from rltuned.errors import UsageError
 from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel
 from rltuned.sim.simulator import SimResult
@@ -53,6 +55,9 @@ class TickEpisode:
     def __init__(
         self, cluster: ClusterSpec, jobs: Sequence[Job], warmup: int, settings: TickSettings
     ) -> None:
+        unreadable = unreadable_inputs(settings.base)
+        if unreadable is not None:  # the daemon refuses it; a loop the daemon never runs proves nothing
+            raise UsageError(f"base policy {settings.base!r} cannot run in the daemon's loop: {unreadable}")
         self.settings = settings
         self.base = make_policy(settings.base)
         self.run = SlurmRun(cluster, jobs, warmup, settings.slurm, settings.interval_s)

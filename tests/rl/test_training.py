@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rltuned.clusters import load_cluster
 from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS
 from rltuned.rl.agent import ActorCritic
-from rltuned.rl.evaluate import compare
+from rltuned.rl.evaluate import compare, tick_settings_of
 from rltuned.rl.export import load_model
 from rltuned.rl.ppo import Args, train
 from rltuned.sim.runner import choose_windows
@@ -61,7 +61,7 @@ def test_short_training_run_beats_fcfs_on_held_out_windows(tmp_path: Path, rewar
     spec.write_text('name = "tiny"\n[[nodes]]\ngpu_type = "T4"\ngpus = 4\ncpus = 16\nmem_mb = 65536\n')
     args = Args(trace=str(trace), cluster=str(spec), base="fcfs", metric="bsld", estimates="exact",
                 backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "model"), epochs=20,
-                episodes_per_epoch=8, pi_lr=3e-3, vf_lr=3e-3, reward=reward)  # fmt: skip
+                episodes_per_epoch=8, pi_lr=3e-3, vf_lr=3e-3, reward=reward, loop="paper")  # fmt: skip
     model = load_model(train(args))
     jobs = load_trace(trace).jobs[3600:]  # the held-out last 10%
     windows = choose_windows(len(jobs), 64, None, 5, seed=3)
@@ -104,3 +104,26 @@ def test_fitted_inputs_are_standardized_over_real_slots_and_leave_the_initial_po
         probs = torch.softmax(actor(obs[0], mask[0]), -1)
     assert torch.allclose(probs[:40], torch.full((40,), 1 / 40))
     assert not any(p.requires_grad for p in (actor.in_mean, actor.in_scale))
+
+
+@pytest.mark.slow
+def test_short_training_run_in_the_daemons_loop_beats_its_base(tmp_path: Path) -> None:
+    """The same burst trace in the daemon's loop: a ranking per 60 s tick, Slurm's main scheduler behind
+    it. The base side is the daemon without a model; the untrained agent's argsort is exactly that."""
+    trace = tmp_path / "burst.csv"
+    write_trace(trace, 4000, seed=1)
+    spec = tmp_path / "tiny.toml"
+    spec.write_text('name = "tiny"\n[[nodes]]\ngpu_type = "T4"\ngpus = 4\ncpus = 16\nmem_mb = 65536\n')
+    args = Args(trace=str(trace), cluster=str(spec), base="fcfs", metric="bsld", estimates="exact",
+                backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "model"), epochs=20,
+                episodes_per_epoch=8, pi_lr=3e-3, vf_lr=3e-3, reward="dense", loop="ticks")  # fmt: skip
+    model = load_model(train(args))
+    assert model.manifest["loop"] == "ticks"
+    jobs = load_trace(trace).jobs[3600:]
+    windows = choose_windows(len(jobs), 64, None, 5, seed=3)
+    settings = tick_settings_of(model.manifest, "fcfs")
+    assert not settings.slurm.backfill
+    result = compare(model, jobs, load_cluster(str(spec)), "fcfs", settings, windows, 0)
+    base = np.mean([m.avg_bsld for m in result.base_metrics])
+    rl = np.mean([m.avg_bsld for m in result.rl_metrics])
+    assert rl < 0.85 * base, (base, rl)

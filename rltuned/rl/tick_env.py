@@ -1,0 +1,156 @@
+"""Training in the loop the daemon runs: one action per tick, the ranking of the visible jobs.
+
+An episode is a window of consecutive jobs from the training split, after a warm-up of the preceding
+jobs, simulated with Slurm's schedulers behind the daemon's tick (`sim/ticks.py`). At every tick with at
+least two visible jobs the agent returns a ranking of the state's slots (drawn from the Plackett-Luce
+policy); the decision core turns it into the tick's plan exactly as the daemon would (placement, lever
+targets, the action cap), Slurm's priority order follows it, and Slurm's main scheduler and backfill
+start the jobs. Ticks with fewer than two visible jobs have only one ranking and are decided by the
+core without asking.
+
+Rewards are paid per tick: `dense` pays minus the waiting cost accrued since the previous tick (over
+the base side's score x jobs, as in `rl/env.py`); `terminal` pays the paper's normalized gap once.
+The base side is the same loop without a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rltuned.core import decide_ranked, ranking_from_slots
+from rltuned.core.ranking import base_order
+from rltuned.domain import ClusterSpec, Job
+from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS, Observation, encode
+from rltuned.rl import REWARDS
+from rltuned.rl.env import MAX_RESETS, METRICS, reward, score, waiting_weight
+from rltuned.sim.metrics import compute_metrics
+from rltuned.sim.runner import Window
+from rltuned.sim.ticks import UNPINNED, TickEpisode, TickSettings, run_ticks
+
+Obs = dict[str, npt.NDArray[Any]]
+
+
+class TickEnv:
+    ranks = True
+    """The action is a ranking of the 256 slots (real slots first), not one slot."""
+
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        cluster: ClusterSpec,
+        settings: TickSettings,
+        metric: str,
+        window: int = 256,
+        warmup: int = 0,
+        reward_mode: str = "dense",
+    ) -> None:
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
+        if reward_mode not in REWARDS:
+            raise ValueError(f"reward must be one of {REWARDS}, got {reward_mode!r}")
+        if len(jobs) < window:
+            raise ValueError(f"need at least {window} jobs for a window, got {len(jobs)}")
+        self.jobs = list(jobs)
+        self.cluster = cluster
+        self.settings = settings
+        self.metric = metric
+        self.window = window
+        self.warmup = warmup
+        self.weight = waiting_weight(metric) if reward_mode == "dense" else None
+        self.rng = np.random.default_rng()
+        self.episode: TickEpisode | None = None
+        self.current: Observation | None = None
+        self.base_score = 0.0
+        self.base_cost = 1.0
+        self.accrued = 0.0
+        self.window_start = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Obs, dict[str, Any]]:
+        """A new random window; windows in which no tick ever needs a decision are skipped."""
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        for _ in range(MAX_RESETS):
+            start = int(self.rng.integers(self.warmup, len(self.jobs) - self.window + 1))
+            if options and "start" in options:
+                start = int(options["start"])
+            jobs, warm = Window(start, start + self.window).with_warmup(self.jobs, self.warmup)
+            self.episode = TickEpisode(self.cluster, jobs, warm, self.settings)
+            self._skip_trivial()
+            if self.episode.done:
+                continue
+            self.window_start = start
+            base = run_ticks(self.cluster, jobs, warm, self.settings)
+            self.base_score = score(compute_metrics(base), self.metric)
+            if self.weight is not None:
+                self.base_cost = len(base.records) * max(self.base_score, 1.0)
+                self.accrued = self._waited()
+            return self._observe(), {"window_start": start, "base_score": self.base_score}
+        raise RuntimeError(f"no window among {MAX_RESETS} tries needed a ranking")
+
+    def base_action(self) -> npt.NDArray[np.int64]:
+        """The base policy's ranking: the slots in order (rows are in base order)."""
+        return np.arange(MAX_JOBS, dtype=np.int64)
+
+    def step(self, ranking: int | npt.NDArray[np.integer]) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
+        if isinstance(ranking, int):
+            raise TypeError("the daemon's loop takes a ranking of the slots, not one slot")
+        episode, obs = self.episode, self.current
+        if episode is None or obs is None or episode.snapshot is None:
+            raise RuntimeError("call reset() first")
+        snapshot = episode.snapshot
+        order = ranking_from_slots(obs, base_order(snapshot.pending, obs), ranking, None, "sampled")
+        episode.apply(decide_ranked(snapshot, order, self.settings.core, episode.written, UNPINNED))
+        self._skip_trivial()
+        paid = self._accrual()
+        if episode.result is None:
+            return self._observe(), paid, False, False, {}
+        agent = score(compute_metrics(episode.result), self.metric)
+        gap = reward(self.base_score, agent, self.metric)
+        info = {
+            "base_score": self.base_score,
+            "agent_score": agent,
+            "gap": gap,
+            "window_start": self.window_start,
+        }
+        return self._empty(), gap if self.weight is None else paid, True, False, info
+
+    def _skip_trivial(self) -> None:
+        """Ticks with fewer than two visible jobs have one ranking: the core decides them."""
+        episode = self.episode
+        assert episode is not None
+        while episode.snapshot is not None and len(episode.snapshot.pending) < 2:
+            episode.apply(episode.decide(None))
+
+    def _waited(self) -> float:
+        episode = self.episode
+        assert episode is not None and self.weight is not None
+        if episode.result is not None:
+            return sum(r.wait * self.weight(r.job) for r in episode.result.records)
+        assert episode.snapshot is not None
+        return episode.run.waited(episode.snapshot.now, self.weight)
+
+    def _accrual(self) -> float:
+        if self.weight is None:
+            return 0.0
+        now = self._waited()
+        paid, self.accrued = -(now - self.accrued) / self.base_cost, now
+        return paid
+
+    def _observe(self) -> Obs:
+        episode = self.episode
+        assert episode is not None and episode.snapshot is not None
+        self.current = encode(episode.snapshot, episode.base)
+        return {"actor": self.current.actor, "mask": self.current.mask, "critic": self.current.critic}
+
+    def _empty(self) -> Obs:
+        return {
+            "actor": np.zeros((MAX_JOBS, ACTOR_FEATURES), np.float32),
+            "mask": np.zeros(MAX_JOBS, np.bool_),
+            "critic": np.zeros((MAX_JOBS, CRITIC_FEATURES), np.float32),
+        }
