@@ -305,8 +305,18 @@ class SlurmRun:
         profile = Profile(now, self.free, p.bf_resolution_s, running)
         horizon = now + p.bf_window_min * 60.0
         started: list[_Job] = []
+        # Reservations only take capacity away during a pass, and within a demand shape a job asking for
+        # no fewer GPUs for no less time fits nowhere a smaller, shorter one did not: its earliest start is
+        # no earlier than theirs (inf: beyond the window).
+        seen: dict[tuple[object, ...], dict[int, Staircase]] = {}
         for entry in order:
-            found = profile.earliest(entry.demand, self.pools, entry.limit, horizon)
+            demand = entry.demand
+            by_gpus = seen.setdefault(demand.shape, {})
+            bound = max((st.at(entry.limit) for g, st in by_gpus.items() if g <= demand.gpus), default=now)
+            found = None
+            if bound <= horizon:
+                found = profile.earliest(demand, self.pools, entry.limit, horizon, max(bound, now))
+            by_gpus.setdefault(demand.gpus, Staircase()).add(entry.limit, INF if found is None else found[0])
             if found is None:
                 continue
             at, end, alloc = found
@@ -389,6 +399,29 @@ def _align(at: float, until: float, step: float) -> float:
     return at + math.ceil((until - at) / step) * step
 
 
+class Staircase:
+    """The largest value recorded at a key no greater than the one asked, for keys in any order: a
+    non-decreasing step function kept as sorted keys (entries it dominates are dropped)."""
+
+    def __init__(self) -> None:
+        self.keys: list[float] = []
+        self.values: list[float] = []
+
+    def at(self, key: float) -> float:
+        i = bisect.bisect_right(self.keys, key)
+        return self.values[i - 1] if i else -INF
+
+    def add(self, key: float, value: float) -> None:
+        if self.at(key) >= value:
+            return
+        i = bisect.bisect_left(self.keys, key)
+        j = i
+        while j < len(self.keys) and self.values[j] <= value:
+            j += 1
+        self.keys[i:j] = [key]
+        self.values[i:j] = [value]
+
+
 class Profile:
     """Free capacity per node over time, as sched/backfill plans it: `cap[k]` holds the free GPUs, CPUs
     and memory of every node during [times[k], times[k+1]), the first interval starting now. Running jobs
@@ -424,7 +457,7 @@ class Profile:
         if self.times[k] == t:
             return k
         self.times.insert(k + 1, t)
-        self.cap = np.insert(self.cap, k + 1, self.cap[k], axis=0)
+        self.cap = np.concatenate((self.cap[: k + 1], self.cap[k : k + 1], self.cap[k + 1 :]))
         return k + 1
 
     def reserve(self, alloc: Allocation, start: float, end: float) -> None:
@@ -434,15 +467,18 @@ class Profile:
             self.cap[k0:k1, :, s.node] -= (s.gpus, s.cpus, s.mem_mb)
 
     def earliest(
-        self, demand: Demand, pools: Sequence[Pool], limit: float, horizon: float
+        self, demand: Demand, pools: Sequence[Pool], limit: float, horizon: float, not_before: float
     ) -> tuple[float, float, Allocation] | None:
-        """The first row start (within the horizon) from which the job fits until its time limit:
+        """The first row start in [not_before, horizon] from which the job fits until its time limit:
         (start, end on the grid, allocation). Only rows where some capacity grows are tried: from any
         other row the job fits no better than from the row before."""
         times, cap = self.times, self.cap
-        grows = np.ones(len(times), dtype=np.bool_)
-        grows[1:] = (cap[1:] > cap[:-1]).any(axis=(1, 2))
-        for k in np.flatnonzero(grows).tolist():
+        first = bisect.bisect_left(times, not_before)
+        grows = np.ones(len(times) - first, dtype=np.bool_)
+        if first:
+            grows[0] = (cap[first] > cap[first - 1]).any()
+        grows[1:] = (cap[first + 1 :] > cap[first:-1]).any(axis=(1, 2))
+        for k in (first + np.flatnonzero(grows)).tolist():
             t = times[k]
             if t > horizon:
                 return None
