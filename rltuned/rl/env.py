@@ -36,7 +36,7 @@ from rltuned.policies import make_policy
 from rltuned.rl import REWARDS
 from rltuned.sim.metrics import BSLD_BOUND_S, Metrics, compute_metrics
 from rltuned.sim.runner import Window
-from rltuned.sim.simulator import Episode, SimConfig, Simulator
+from rltuned.sim.simulator import Episode, SimConfig, SimResult, Simulator
 
 METRICS = {"bsld": "avg_bsld", "wait": "avg_wait_s", "jct": "avg_jct_s", "util": "gpu_util"}
 MAX_RESETS = 50
@@ -151,15 +151,8 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         paid = self._accrual()
         if self.episode.result is None:
             return self._observe(), paid, False, False, {}
-        agent = score(compute_metrics(self.episode.result), self.metric)
-        gap = reward(self.base_score, agent, self.metric)
-        info = {
-            "base_score": self.base_score,
-            "agent_score": agent,
-            "gap": gap,
-            "window_start": self.window_start,
-        }
-        return self._empty(), gap if self.weight is None else paid, True, False, info
+        info = episode_info(self.episode.result, self.metric, self.base_score, self.window_start)
+        return empty_observation(), info["gap"] if self.weight is None else paid, True, False, info
 
     def _accrual(self) -> float:
         """Dense mode: minus the waiting cost accrued since the last decision, over the base's total."""
@@ -174,12 +167,21 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         self.current = encode(self.episode.snapshot(), self.base)
         return {"actor": self.current.actor, "mask": self.current.mask, "critic": self.current.critic}
 
-    def _empty(self) -> dict[str, np.ndarray]:
-        return {
-            "actor": np.zeros((MAX_JOBS, ACTOR_FEATURES), np.float32),
-            "mask": np.zeros(MAX_JOBS, np.bool_),
-            "critic": np.zeros((MAX_JOBS, CRITIC_FEATURES), np.float32),
-        }
+
+def episode_info(result: SimResult, metric: str, base_score: float, window_start: int) -> dict[str, Any]:
+    """What an episode's last step reports: both scores and the paper's normalized gap."""
+    agent = score(compute_metrics(result), metric)
+    gap = reward(base_score, agent, metric)
+    return {"base_score": base_score, "agent_score": agent, "gap": gap, "window_start": window_start}
+
+
+def empty_observation() -> dict[str, np.ndarray]:
+    """The observation after the last step (all padding)."""
+    return {
+        "actor": np.zeros((MAX_JOBS, ACTOR_FEATURES), np.float32),
+        "mask": np.zeros(MAX_JOBS, np.bool_),
+        "critic": np.zeros((MAX_JOBS, CRITIC_FEATURES), np.float32),
+    }
 
 
 def split(jobs: Sequence[Job], held_out: float = 0.1) -> tuple[list[Job], list[Job]]:

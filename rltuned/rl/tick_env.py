@@ -24,9 +24,9 @@ import numpy.typing as npt
 from rltuned.core import decide_ranked, ranking_from_slots
 from rltuned.core.ranking import base_order
 from rltuned.domain import ClusterSpec, Job
-from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS, Observation, encode
+from rltuned.features import MAX_JOBS, Observation, encode
 from rltuned.rl import REWARDS
-from rltuned.rl.env import MAX_RESETS, METRICS, reward, score, waiting_weight
+from rltuned.rl.env import MAX_RESETS, METRICS, empty_observation, episode_info, score, waiting_weight
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.runner import Window
 from rltuned.sim.ticks import UNPINNED, TickEpisode, TickSettings, run_ticks
@@ -110,15 +110,8 @@ class TickEnv:
         paid = self._accrual()
         if episode.result is None:
             return self._observe(), paid, False, False, {}
-        agent = score(compute_metrics(episode.result), self.metric)
-        gap = reward(self.base_score, agent, self.metric)
-        info = {
-            "base_score": self.base_score,
-            "agent_score": agent,
-            "gap": gap,
-            "window_start": self.window_start,
-        }
-        return self._empty(), gap if self.weight is None else paid, True, False, info
+        info = episode_info(episode.result, self.metric, self.base_score, self.window_start)
+        return empty_observation(), info["gap"] if self.weight is None else paid, True, False, info
 
     def _skip_trivial(self) -> None:
         """Ticks with fewer than two visible jobs have one ranking: the core decides them."""
@@ -147,10 +140,3 @@ class TickEnv:
         assert episode is not None and episode.snapshot is not None
         self.current = encode(episode.snapshot, episode.base)
         return {"actor": self.current.actor, "mask": self.current.mask, "critic": self.current.critic}
-
-    def _empty(self) -> Obs:
-        return {
-            "actor": np.zeros((MAX_JOBS, ACTOR_FEATURES), np.float32),
-            "mask": np.zeros(MAX_JOBS, np.bool_),
-            "critic": np.zeros((MAX_JOBS, CRITIC_FEATURES), np.float32),
-        }

@@ -52,13 +52,19 @@ def write_trace(path: Path, n: int, seed: int) -> None:
     path.write_text("\n".join(rows) + "\n")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("reward", ["terminal", "dense"])
-def test_short_training_run_beats_fcfs_on_held_out_windows(tmp_path: Path, reward: str) -> None:
+def burst(tmp_path: Path) -> tuple[Path, Path]:
+    """The burst trace and a one-node, 4-GPU cluster."""
     trace = tmp_path / "burst.csv"
     write_trace(trace, 4000, seed=1)
     spec = tmp_path / "tiny.toml"
     spec.write_text('name = "tiny"\n[[nodes]]\ngpu_type = "T4"\ngpus = 4\ncpus = 16\nmem_mb = 65536\n')
+    return trace, spec
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reward", ["terminal", "dense"])
+def test_short_training_run_beats_fcfs_on_held_out_windows(tmp_path: Path, reward: str) -> None:
+    trace, spec = burst(tmp_path)
     args = Args(trace=str(trace), cluster=str(spec), base="fcfs", metric="bsld", estimates="exact",
                 backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "model"), epochs=20,
                 episodes_per_epoch=8, pi_lr=3e-3, vf_lr=3e-3, reward=reward, loop="paper")  # fmt: skip
@@ -110,10 +116,7 @@ def test_fitted_inputs_are_standardized_over_real_slots_and_leave_the_initial_po
 def test_short_training_run_in_the_daemons_loop_beats_its_base(tmp_path: Path) -> None:
     """The same burst trace in the daemon's loop: a ranking per 60 s tick, Slurm's main scheduler behind
     it. The base side is the daemon without a model; the untrained agent's argsort is exactly that."""
-    trace = tmp_path / "burst.csv"
-    write_trace(trace, 4000, seed=1)
-    spec = tmp_path / "tiny.toml"
-    spec.write_text('name = "tiny"\n[[nodes]]\ngpu_type = "T4"\ngpus = 4\ncpus = 16\nmem_mb = 65536\n')
+    trace, spec = burst(tmp_path)
     args = Args(trace=str(trace), cluster=str(spec), base="fcfs", metric="bsld", estimates="exact",
                 backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "model"), epochs=20,
                 episodes_per_epoch=8, pi_lr=3e-3, vf_lr=3e-3, reward="dense", loop="ticks")  # fmt: skip
