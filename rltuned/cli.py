@@ -91,6 +91,10 @@ def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     tr.add_argument("--interval", type=float, default=60.0, help="ticks: the daemon's interval_s")
     tr.add_argument(
+        "--slurm-config",
+        help="ticks: a saved `scontrol show config` of the Slurm to model (scheduler and priority settings)",
+    )
+    tr.add_argument(
         "--lever", choices=("priority", "site_factor"), default="priority", help="ticks: apply.lever"
     )
     tr.add_argument(
@@ -297,7 +301,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         rank_prior=args.rank_prior, imitate_episodes=args.imitate_episodes, reward=args.reward,
         gamma=args.gamma, gae_lambda=args.gae_lambda, pi_lr=args.pi_lr, update_epochs=args.update_epochs,
         num_minibatches=args.minibatches, loop=args.loop, interval_s=args.interval, lever=args.lever,
-        placement_levers=args.placement_levers,
+        placement_levers=args.placement_levers, slurm_config=args.slurm_config,
     )  # fmt: skip
     bar = None
     if sys.stderr.isatty():

@@ -35,7 +35,7 @@ def preset_names() -> list[str]:
 
 
 def load_cluster(name_or_path: str) -> ClusterSpec:
-    """Resolve a preset name, `swf-N`, or a path to a TOML spec."""
+    """Resolve a preset name, `swf-N`, a path to a TOML spec, or a saved `sinfo --json` (`.json`)."""
     match = _SWF.match(name_or_path)
     if match:
         return swf_cluster(int(match.group(1)))
@@ -43,6 +43,8 @@ def load_cluster(name_or_path: str) -> ClusterSpec:
     if preset.is_file():
         return parse_cluster(tomllib.loads(preset.read_text()), source=f"preset {name_or_path}")
     path = Path(name_or_path)
+    if path.suffix == ".json":
+        return _from_sinfo(path)
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
             raise UsageError(f"cluster spec {path} does not exist")
@@ -54,6 +56,20 @@ def load_cluster(name_or_path: str) -> ClusterSpec:
             raise UsageError(f"cluster spec {path} cannot be read: {exc.strerror}") from None
         return parse_cluster(data, source=str(path))
     raise UsageError(f"unknown cluster preset {name_or_path!r}; presets: {', '.join(preset_names())}")
+
+
+def _from_sinfo(path: Path) -> ClusterSpec:
+    """The nodes of a saved `sinfo --json`, as the daemon's adapter reads them."""
+    from rltuned.slurm.parse import parse_nodes
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cluster spec {path} cannot be read: {exc.strerror}") from None
+    try:
+        return parse_nodes(text, cluster_name=path.stem).cluster
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def swf_cluster(slots: int) -> ClusterSpec:

@@ -27,6 +27,7 @@ from rltuned.sim.metrics import Metrics, compute_metrics
 from rltuned.sim.runner import METRIC_KEYS, Window
 from rltuned.sim.simulator import SimConfig, SimResult, Simulator
 from rltuned.sim.slurm import SlurmParams
+from rltuned.sim.slurm_config import params_from_record
 from rltuned.sim.ticks import TickSettings, run_ticks
 
 LOWER_IS_BETTER = {k: k != "gpu_util" for k in METRIC_KEYS}
@@ -125,9 +126,11 @@ def tick_settings_of(manifest: Mapping[str, Any], base: str, backfill: bool | No
     """The daemon and Slurm settings a model was trained in (`rl/ppo.tick_settings`), from its manifest."""
     placing = bool(manifest.get("placement_levers", False))
     lever = Lever(kind=str(manifest.get("lever", "priority")), oversubscribe=placing, steer_untyped=placing)
-    bf = bool(manifest.get("backfill", True)) if backfill is None else backfill
+    recorded = manifest.get("slurm_params")
+    slurm = params_from_record(recorded) if isinstance(recorded, Mapping) else SlurmParams()
+    bf = slurm.backfill and bool(manifest.get("backfill", True)) if backfill is None else backfill
     interval = float(manifest.get("interval_s", 60.0))
-    return TickSettings(base, interval, CoreSettings(lever=lever), SlurmParams(backfill=bf))
+    return TickSettings(base, interval, CoreSettings(lever=lever), replace(slurm, backfill=bf))
 
 
 def plot(comparisons: Sequence[Comparison], path: str) -> None:

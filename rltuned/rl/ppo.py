@@ -58,6 +58,9 @@ class Args:
     """ticks: the daemon's interval_s"""
     lever: str = "priority"
     """ticks: the daemon's apply.lever (priority | site_factor)"""
+    slurm_config: str | None = None
+    """ticks: a saved `scontrol show config` of the Slurm to model (default: Slurm 22.05's defaults, with
+    --backfill choosing sched/backfill or sched/builtin)"""
     placement_levers: bool = False
     """ticks: OverSubscribe and ExcNodeList steering on (the MILP runs every tick, as in the daemon
     with placement.oversubscribe or placement.steer_untyped)"""

@@ -1,0 +1,99 @@
+"""The simulator's Slurm from an admin's own Slurm: scheduler parameters from `scontrol show config`,
+the cluster from `sinfo --json`.
+
+`rltunectl train --slurm-config FILE` (the saved output of `scontrol show config`) and `--cluster
+sinfo.json` (the saved output of `sinfo --json`, read by `clusters.load_cluster`) make the daemon's loop
+model that cluster's Slurm.
+Parameters `scontrol show config` does not list keep Slurm 22.05's defaults.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from rltuned.errors import ConfigError
+from rltuned.policies.multifactor import Multifactor
+from rltuned.sim.slurm import SlurmParams
+from rltuned.slurm.config_check import parse_show_config
+
+_DURATION = re.compile(r"^(?:(\d+)-)?(\d+):(\d+):(\d+)$")
+_SCHED_KEYS = {
+    "sched_interval": "sched_interval_s",
+    "bf_interval": "bf_interval_s",
+    "bf_max_job_test": "bf_max_job_test",
+    "bf_window": "bf_window_min",
+    "bf_resolution": "bf_resolution_s",
+}
+_WEIGHTS = {
+    "PriorityWeightAge": "weight_age",
+    "PriorityWeightFairShare": "weight_fairshare",
+    "PriorityWeightJobSize": "weight_job_size",
+    "PriorityWeightPartition": "weight_partition",
+}
+
+
+def params_from_show_config(text: str, where: str = "scontrol show config") -> SlurmParams:
+    return params_from_config(parse_show_config(text), where)
+
+
+def params_from_config(config: Mapping[str, str], where: str = "scontrol show config") -> SlurmParams:
+    """SchedulerType, SchedulerParameters (sched_interval, bf_*), PriorityWeight*, PriorityMaxAge and
+    PriorityDecayHalfLife; each malformed value is an error naming its key."""
+    values: dict[str, Any] = {}
+    scheduler = config.get("SchedulerType", "sched/backfill")
+    if scheduler not in ("sched/backfill", "sched/builtin"):
+        raise ConfigError(
+            f"{where}: SchedulerType {scheduler!r} is not modelled (sched/backfill, sched/builtin)"
+        )
+    values["backfill"] = scheduler == "sched/backfill"
+    for item in config.get("SchedulerParameters", "").split(","):
+        key, _, raw = item.strip().partition("=")
+        if key == "bf_continue":
+            values["bf_continue"] = True
+        elif key in _SCHED_KEYS:
+            values[_SCHED_KEYS[key]] = _number(raw, f"SchedulerParameters {key}", where)
+    weights: dict[str, Any] = {}
+    for key, field in _WEIGHTS.items():
+        if key in config:
+            weights[field] = int(_number(config[key], key, where))
+    if "PriorityMaxAge" in config:
+        weights["max_age_s"] = _duration(config["PriorityMaxAge"], "PriorityMaxAge", where)
+    if "PriorityDecayHalfLife" in config:
+        values["fairshare_half_life_s"] = _duration(
+            config["PriorityDecayHalfLife"], "PriorityDecayHalfLife", where
+        )
+    values["priority"] = Multifactor(**weights)
+    try:
+        return SlurmParams(**values)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def params_record(params: SlurmParams) -> dict[str, Any]:
+    """The parameters as a model's manifest records them (`params_from_record` reads them back)."""
+    return asdict(params)
+
+
+def params_from_record(record: Mapping[str, Any]) -> SlurmParams:
+    values = dict(record)
+    priority = {k: v for k, v in dict(values.pop("priority", {})).items() if k not in ("name", "dynamic")}
+    return SlurmParams(**values, priority=Multifactor(**priority))
+
+
+def _number(raw: str, key: str, where: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{where}: {key} = {raw!r} is not a number") from None
+
+
+def _duration(raw: str, key: str, where: str) -> float:
+    """Slurm's [days-]hours:minutes:seconds."""
+    match = _DURATION.match(raw.strip())
+    if not match:
+        raise ConfigError(f"{where}: {key} = {raw!r} is not [days-]hh:mm:ss")
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
