@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import torch
 
 from rltuned.core import CoreSettings, Lever
+from rltuned.core.scoring import score_queue
 from rltuned.domain import ClusterSpec, Job
 from rltuned.features import encode
 from rltuned.policies import make_policy
@@ -70,12 +70,14 @@ def evaluation_jobs(jobs: Sequence[Job], which: str) -> list[Job]:
 
 
 def run_rl(simulator: Simulator, model: LoadedModel, jobs: Sequence[Job], warmup: int) -> SimResult:
-    """The agent's schedule: at every decision, the visible job with the highest actor score."""
+    """The paper-replication loop's agent: at every decision, the visible job with the highest actor score
+    (the base's choice where the model is not trusted, as in the daemon)."""
     episode = simulator.episode(jobs, warmup)
     while episode.result is None:
         obs = encode(episode.snapshot(), simulator.policy)
-        scores = model.scores(torch.from_numpy(np.array(obs.actor)), torch.from_numpy(np.array(obs.mask)))
-        episode.choose(int(obs.job_ids[int(torch.argmax(scores))]))
+        scored = score_queue(model, obs, float("inf"))
+        slot = 0 if scored.scores is None else int(np.argmax(scored.scores))
+        episode.choose(int(obs.job_ids[slot]))
     return episode.result
 
 
