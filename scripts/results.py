@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from rltuned.clusters import load_cluster
+from rltuned.core.inputs import unreadable_inputs
 from rltuned.domain import ClusterSpec, Job
 from rltuned.estimates import apply_estimates
 from rltuned.rl.env import METRICS as METRIC_KEY
@@ -123,15 +124,18 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
     print("| base | metric | base policy | with RL | improvement |")
     print("|---|---|---|---|---|")
     bodies: dict[str, dict[str, Any]] = {}
-    for base in BASES:
-        result: Comparison = compare(model, held_out, cluster, base, config, windows, warmup)
+    # In the daemon's loop a model runs only on its own base (the daemon refuses any other), and only the
+    # bases the daemon can serve count as heuristics.
+    ticks = isinstance(config, TickSettings)
+    bases = tuple(b for b in BASES if unreadable_inputs(b) is None) if ticks else BASES
+    for base in bases:
+        on = model if not ticks or base == m["base"] else None
+        result: Comparison = compare(on, held_out, cluster, base, config, windows, warmup)
         body = bodies[base] = result.as_dict()
         for key, label in METRICS:
             c = body[key]
-            print(
-                f"| {base} | {label} | {fmt(c['base_mean'])} ({fmt(c['base_std'])}) | {fmt(c['rl_mean'])} "
-                f"({fmt(c['rl_std'])}) | {c['improvement_pct']:+.1f}% |"
-            )
+            rl = f"{fmt(c['rl_mean'])} ({fmt(c['rl_std'])}) | {c['improvement_pct']:+.1f}%" if on else "- | -"
+            print(f"| {base} | {label} | {fmt(c['base_mean'])} ({fmt(c['base_std'])}) | {rl} |")
     print()
     key = METRIC_KEY[str(m["metric"])]
     pick = min if LOWER_IS_BETTER[key] else max
@@ -139,16 +143,18 @@ def section(model_dir: Path, sequences: int, jobs_per_window: int) -> None:
     def verdict(value: float, than: float) -> str:
         return "beats" if pick(value, than) == value and value != than else "does NOT beat"
 
-    best = pick(BASES, key=lambda b: bodies[b][key]["base_mean"])
+    best = pick(bases, key=lambda b: bodies[b][key]["base_mean"])
     best_value = bodies[best][key]["base_mean"]
     ours = bodies[str(m["base"])][key]["rl_mean"]
     print(f"Best heuristic on these windows by {key}: **{best}** ({fmt(best_value)}); the model on its own "
           f"base `{m['base']}`: {fmt(ours)}, which {verdict(ours, best_value)} it.")  # fmt: skip
-    rl_best = pick(BASES, key=lambda b: bodies[b][key]["rl_mean"])
-    rl_value = bodies[rl_best][key]["rl_mean"]
-    print(f"Best RL-enabled order: `{rl_best}`+RL ({fmt(rl_value)}), which {verdict(rl_value, best_value)} "
-          "it (chosen among the five on these same windows, so an optimistic figure; the model was trained "
-          "against its own base only).\n")  # fmt: skip
+    if not ticks:
+        rl_best = pick(bases, key=lambda b: bodies[b][key]["rl_mean"])
+        rl_value = bodies[rl_best][key]["rl_mean"]
+        which = verdict(rl_value, best_value)
+        print(f"Best RL-enabled order: `{rl_best}`+RL ({fmt(rl_value)}), which {which} "
+              "it (chosen among the five on these same windows, so an optimistic figure; the model was "
+              "trained against its own base only).\n")  # fmt: skip
     seeds = sorted(p.parent for p in (model_dir / "seeds").glob("*/manifest.json"))
     if seeds:
         seed_table(model, seeds, held_out, cluster, config, windows, warmup, key)
