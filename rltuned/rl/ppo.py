@@ -19,18 +19,19 @@ import numpy as np
 import torch
 
 from rltuned.clusters import load_cluster
-from rltuned.core import CoreSettings, Lever
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
 from rltuned.rl import LOOPS
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.env import SchedulingEnv, split
+from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import export_actor, git_commit
 from rltuned.rl.gae import compute_gae
 from rltuned.rl.imitate import clone, demonstrate
 from rltuned.rl.tick_env import TickEnv
 from rltuned.sim.simulator import SimConfig
 from rltuned.sim.slurm import SlurmParams
+from rltuned.sim.slurm_config import params_from_show_config, params_record
 from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
@@ -168,11 +169,18 @@ def make_env(args: Args) -> SchedulingEnv | TickEnv:
 
 
 def tick_settings(args: Args) -> TickSettings:
-    """The daemon and Slurm a model is trained (and evaluated) with; recorded in its manifest."""
-    lever = Lever(kind=args.lever, oversubscribe=args.placement_levers, steer_untyped=args.placement_levers)
-    return TickSettings(
-        args.base, args.interval_s, CoreSettings(lever=lever), SlurmParams(backfill=args.backfill)
-    )
+    """The daemon and Slurm a model is trained with: the Slurm parameters are recorded in the manifest,
+    and the settings are read back from what the manifest records, as `rltunectl evaluate` reads them."""
+    if args.slurm_config is None:
+        slurm = SlurmParams(backfill=args.backfill)
+    else:
+        path = Path(args.slurm_config)
+        try:
+            slurm = params_from_show_config(path.read_text(encoding="utf-8"), str(path))
+        except OSError as exc:
+            raise UsageError(f"--slurm-config {path}: {exc.strerror}") from None
+    args.extra["slurm_params"] = params_record(slurm)
+    return tick_settings_of({**asdict(args), **args.extra}, args.base)
 
 
 def collect(env: SchedulingEnv | TickEnv, agent: ActorCritic, episodes: int, seed: int) -> Rollout:

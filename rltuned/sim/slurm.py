@@ -31,7 +31,7 @@ import numpy as np
 from rltuned.core.plan import Action, Plan
 from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
 from rltuned.placement.greedy import FreeCapacity, place
-from rltuned.placement.pools import Demand, Pool, build_pools, demand_for, node_pool_index
+from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
@@ -144,7 +144,6 @@ class SlurmRun:
         self.interval_s = interval_s
         self.warmup = warmup
         self.pools = build_pools(cluster)
-        self._node_pool = node_pool_index(cluster, self.pools)
         self._node_index = {n.name: i for i, n in enumerate(cluster.nodes)}
         nodes = cluster.nodes
         self.free = FreeCapacity([n.gpus for n in nodes], [n.cpus for n in nodes], [n.mem_mb for n in nodes])
@@ -157,7 +156,7 @@ class SlurmRun:
         self.running: dict[int, _Job] = {}
         self.done: list[_Job] = []
         self.dropped: list[Job] = []
-        self.ticks = 0
+        self._done_seen, self._done_cost = 0, 0.0
         self.changed = True
         """Whether anything a backfill pass reads changed since the last pass (see `_backfill`)."""
         self._last_pass: list[int] = []
@@ -201,7 +200,6 @@ class SlurmRun:
                 self._main(now)
             elif now == next_tick:
                 next_tick += self.interval_s
-                self.ticks += 1
                 plan = yield self.snapshot(now)
                 if plan is not None and plan.actions:
                     self.apply(plan.actions)
@@ -372,11 +370,13 @@ class SlurmRun:
         )
 
     def waited(self, now: float, weight: Callable[[Job], float]) -> float:
-        """Sum over the measured jobs that have arrived of weight(job) x time waited so far."""
-        cost = 0.0
-        for entry in self.done:
+        """Sum over the measured jobs that have arrived of weight(job) x time waited so far. The finished
+        jobs' part is kept between calls (it no longer changes), so one run takes one weight."""
+        for entry in self.done[self._done_seen :]:
             if entry.idx >= self.warmup:
-                cost += (entry.start - entry.job.submit) * weight(entry.job)
+                self._done_cost += (entry.start - entry.job.submit) * weight(entry.job)
+        self._done_seen = len(self.done)
+        cost = self._done_cost
         for entry in self.running.values():
             if entry.idx >= self.warmup:
                 cost += (entry.start - entry.job.submit) * weight(entry.job)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from rltuned.clusters import load_cluster
-from rltuned.errors import ConfigError
+from rltuned.errors import ConfigError, UsageError
 from rltuned.policies.multifactor import Multifactor
+from rltuned.rl.evaluate import tick_settings_of
+from rltuned.rl.ppo import Args, tick_settings
 from rltuned.sim.slurm import SlurmParams
 from rltuned.sim.slurm_config import params_from_record, params_from_show_config, params_record
 from tests.slurm_lab import SlurmLab
@@ -43,6 +46,20 @@ def test_scheduler_and_priority_settings_are_read() -> None:
     assert params.fairshare_half_life_s == 14 * 86400.0
     assert not params_from_show_config("SchedulerType = sched/builtin\n").backfill
     assert params_from_record(json.loads(json.dumps(params_record(params)))) == params
+
+
+def test_training_models_the_given_slurm_and_evaluation_reads_it_back(tmp_path: Path) -> None:
+    """`train --slurm-config` trains in that Slurm, records it, and `evaluate` runs the model in it again."""
+    conf = tmp_path / "show-config.txt"
+    conf.write_text(SHOW_CONFIG)
+    args = Args(base="sjf", slurm_config=str(conf), interval_s=30.0, lever="site_factor")
+    trained = tick_settings(args)
+    assert trained.slurm == params_from_show_config(SHOW_CONFIG)
+    assert (trained.interval_s, trained.core.lever.kind) == (30.0, "site_factor")
+    manifest = json.loads(json.dumps({**asdict(args), **args.extra}))
+    assert tick_settings_of(manifest, "sjf") == trained
+    with pytest.raises(UsageError, match="--slurm-config"):
+        tick_settings(Args(slurm_config=str(tmp_path / "missing.txt")))
 
 
 @pytest.mark.parametrize(
