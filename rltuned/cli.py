@@ -11,12 +11,14 @@ from typing import Any
 
 from rltuned import __version__
 from rltuned.clusters import load_cluster
+from rltuned.dataclass_cli import add_fields, from_namespace
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError, exit_with
 from rltuned.estimates import MODELS, apply_estimates
 from rltuned.placement.milp import MAX_K, MilpConfig
 from rltuned.policies import POLICIES
-from rltuned.rl import LOOPS, REWARDS
+from rltuned.rl import LOOPS, METRIC_NAMES, REWARDS
+from rltuned.rl.args import Args
 from rltuned.sim.runner import PolicyRun, Window, choose_windows, simulate_windows
 from rltuned.sim.simulator import PLACEMENTS, SimConfig
 from rltuned.traces import FORMATS, load_trace
@@ -73,58 +75,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
-    tr = sub.add_parser("train", help="train a PPO policy against the simulator and export it")
-    tr.add_argument("--trace", required=True, help="trace file or bundled name (first 90%% by submit trains)")
-    tr.add_argument("--cluster", required=True, help="cluster preset or TOML spec")
-    tr.add_argument("--base", default="fcfs", help="base policy: fcfs|sjf|wfp3|f1|unicep|multifactor|qssf")
-    tr.add_argument("--metric", default="bsld", choices=("bsld", "wait", "jct", "util"))
-    tr.add_argument("--epochs", type=int, default=40)
-    tr.add_argument("--episodes-per-epoch", type=int, default=24)
-    tr.add_argument("--minutes", type=float, help="stop after this much training wall time")
-    tr.add_argument("--estimates", choices=MODELS, default="qssf-noise")
-    tr.add_argument(
-        "--loop",
-        choices=LOOPS,
-        default="ticks",
-        help="ticks: the daemon's loop, one ranking per tick with Slurm's schedulers behind it (default); "
-        "paper: the paper-replication loop, one job chosen per decision",
+    tr = sub.add_parser(
+        "train",
+        help="train a PPO policy against the simulator and export it",
+        description="Train a PPO policy against the simulator and export it. Every flag is a field of "
+        "rltuned.rl.args.Args (its docstring is the help below).",
     )
-    tr.add_argument("--interval", type=float, default=60.0, help="ticks: the daemon's interval_s")
-    tr.add_argument(
-        "--slurm-config",
-        help="ticks: a saved `scontrol show config` of the Slurm to model (scheduler and priority settings)",
+    add_fields(
+        tr,
+        Args,
+        skip=("extra",),
+        required=("trace", "cluster", "out"),
+        choices={
+            "metric": METRIC_NAMES,
+            "estimates": MODELS,
+            "loop": LOOPS,
+            "lever": ("priority", "site_factor"),
+            "placement": PLACEMENTS,
+            "reward": REWARDS,
+        },
+        aliases={"num_minibatches": "--minibatches", "interval_s": "--interval"},
     )
-    tr.add_argument(
-        "--lever", choices=("priority", "site_factor"), default="priority", help="ticks: apply.lever"
-    )
-    tr.add_argument(
-        "--placement-levers",
-        action="store_true",
-        help="ticks: OverSubscribe and ExcNodeList steering on (the MILP runs every tick)",
-    )
-    tr.add_argument("--placement", choices=PLACEMENTS, default="pack", help="paper loop: the placer")
-    tr.add_argument("--backfill", action=argparse.BooleanOptionalAction, default=True)
-    tr.add_argument("--window", type=int, default=256, help="jobs per episode")
-    tr.add_argument("--warmup", type=int, default=512, help="preceding jobs that load the cluster first")
-    tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument(
-        "--rank-prior", type=float, default=0.0, help="score penalty per base-order slot (0: uniform start)"
-    )
-    tr.add_argument(
-        "--imitate-episodes", type=int, default=0,
-        help="base-policy episodes imitated before PPO (0: start uniform)",
-    )  # fmt: skip
-    tr.add_argument(
-        "--reward", choices=REWARDS, default="terminal",
-        help="terminal: the paper's normalized gap at the end; dense: waiting cost as it accrues",
-    )  # fmt: skip
-    tr.add_argument("--gamma", type=float, default=1.0, help="discount per decision")
-    tr.add_argument("--gae-lambda", type=float, default=1.0, help="GAE lambda")
-    tr.add_argument("--pi-lr", type=float, default=3e-3, help="actor learning rate")
-    tr.add_argument("--update-epochs", type=int, default=6, help="passes over each batch (KL early stop)")
-    tr.add_argument("--minibatches", type=int, default=4, help="gradient steps per pass")
-    tr.add_argument("--out", required=True, help="model directory, e.g. models/philly-fcfs-bsld")
-    tr.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
 
 
 def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -270,39 +241,13 @@ def _fmt(value: object) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from rltuned.rl.ppo import Args, train
+    from rltuned.rl.ppo import train
 
-    _policy_list(args.base, "base policy")
-    _require(args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
-    _require(args.window >= 2, f"--window must be >= 2, got {args.window}")
-    _require(args.epochs >= 1, f"--epochs must be >= 1, got {args.epochs}")
-    _require(args.rank_prior >= 0, f"--rank-prior must be >= 0, got {args.rank_prior}")
-    _require(args.imitate_episodes >= 0, f"--imitate-episodes must be >= 0, got {args.imitate_episodes}")
-    _require(0 < args.gamma <= 1, f"--gamma must be in (0, 1], got {args.gamma}")
-    _require(args.pi_lr > 0, f"--pi-lr must be > 0, got {args.pi_lr}")
-    _require(args.interval > 0, f"--interval must be > 0, got {args.interval}")
-    _require(args.update_epochs >= 1, f"--update-epochs must be >= 1, got {args.update_epochs}")
-    _require(args.minibatches >= 1, f"--minibatches must be >= 1, got {args.minibatches}")
-    _require(0 <= args.gae_lambda <= 1, f"--gae-lambda must be in [0, 1], got {args.gae_lambda}")
-    _require(
-        args.reward == "terminal" or args.metric != "util",
-        "--reward dense needs a waiting metric (bsld, wait, jct); util has only the terminal reward",
-    )
-    _require(
-        args.episodes_per_epoch >= 1, f"--episodes-per-epoch must be >= 1, got {args.episodes_per_epoch}"
-    )
-    load_cluster(args.cluster)
-    _trace_path(args.trace)
-    train_args = Args(
-        trace=args.trace, cluster=args.cluster, base=args.base, metric=args.metric,
-        estimates=args.estimates, backfill=args.backfill, placement=args.placement, window=args.window,
-        warmup=args.warmup, seed=args.seed, out=args.out, epochs=args.epochs,
-        episodes_per_epoch=args.episodes_per_epoch, minutes=args.minutes, resume=args.resume,
-        rank_prior=args.rank_prior, imitate_episodes=args.imitate_episodes, reward=args.reward,
-        gamma=args.gamma, gae_lambda=args.gae_lambda, pi_lr=args.pi_lr, update_epochs=args.update_epochs,
-        num_minibatches=args.minibatches, loop=args.loop, interval_s=args.interval, lever=args.lever,
-        placement_levers=args.placement_levers, slurm_config=args.slurm_config,
-    )  # fmt: skip
+    train_args = from_namespace(Args, args)
+    _policy_list(train_args.base, "base policy")
+    train_args.check()
+    load_cluster(train_args.cluster)
+    _trace_path(train_args.trace)
     bar = None
     if sys.stderr.isatty():
         from tqdm import tqdm

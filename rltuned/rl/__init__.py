@@ -6,3 +6,5 @@ REWARDS = ("terminal", "dense")
 LOOPS = ("ticks", "paper")
 """The training and evaluation loops: the daemon's (one ranking per tick, rl/tick_env.py) and the
 paper-replication loop (one job chosen per decision, rl/env.py)."""
+METRIC_NAMES = ("bsld", "wait", "jct", "util")
+"""What a model is trained to improve (rl/env.py maps each to a field of the simulator's metrics)."""

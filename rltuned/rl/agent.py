@@ -118,16 +118,21 @@ class ActorCritic(nn.Module):
         return action, dist.log_prob(action), dist.entropy(), self.critic(critic_obs)
 
     def act(
-        self, obs: torch.Tensor, mask: torch.Tensor, critic_obs: torch.Tensor, ranks: bool
+        self,
+        obs: torch.Tensor,
+        mask: torch.Tensor,
+        critic_obs: torch.Tensor,
+        ranks: bool,
+        generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(action, log-prob, value), sampled: a ranking of the slots (the daemon's loop) or one slot
-        (the paper-replication loop)."""
+        (the paper-replication loop). The noise comes from `generator` (default: torch's global one)."""
         scores = self.actor(obs, mask)
         if ranks:
-            action = pl.sample(scores, mask)
+            action = pl.sample(scores, mask, generator)
             return action, pl.log_prob(scores, mask, action), self.critic(critic_obs)
         dist = Categorical(logits=scores)
-        action = dist.sample()
+        action = torch.multinomial(dist.probs, 1, generator=generator).squeeze(-1)
         return action, dist.log_prob(action), self.critic(critic_obs)
 
     def evaluate(

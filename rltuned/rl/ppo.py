@@ -11,7 +11,8 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
 from rltuned.rl import LOOPS
 from rltuned.rl.agent import ActorCritic
+from rltuned.rl.args import Args
 from rltuned.rl.env import SchedulingEnv, split
 from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import export_actor, git_commit
 from rltuned.rl.gae import compute_gae
 from rltuned.rl.imitate import clone, demonstrate
+from rltuned.rl.rollouts import Collector, Rollout, make_collector
 from rltuned.rl.tick_env import TickEnv
 from rltuned.sim.simulator import SimConfig
 from rltuned.sim.slurm import SlurmParams
@@ -36,111 +39,9 @@ from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
-
-@dataclass
-class Args:
-    # Experiment
-    trace: str = "philly"
-    """trace file or bundled name; its first 90% by submit time trains"""
-    cluster: str = "philly-slice"
-    """cluster preset or TOML spec"""
-    base: str = "fcfs"
-    """base policy the agent re-ranks and is rewarded against"""
-    metric: str = "bsld"
-    """bsld | wait | jct | util"""
-    estimates: str = "qssf-noise"
-    """runtime-estimate model the scheduler sees"""
-    estimates_seed: int = 0
-    """seed of the estimate model"""
-    loop: str = "ticks"
-    """ticks: the daemon's loop (one ranking per tick, Slurm's schedulers behind it; rl/tick_env.py);
-    paper: the paper-replication loop (one job chosen per decision; rl/env.py)"""
-    interval_s: float = 60.0
-    """ticks: the daemon's interval_s"""
-    lever: str = "priority"
-    """ticks: the daemon's apply.lever (priority | site_factor)"""
-    slurm_config: str | None = None
-    """ticks: a saved `scontrol show config` of the Slurm to model (default: Slurm 22.05's defaults, with
-    --backfill choosing sched/backfill or sched/builtin)"""
-    placement_levers: bool = False
-    """ticks: OverSubscribe and ExcNodeList steering on (the MILP runs every tick, as in the daemon
-    with placement.oversubscribe or placement.steer_untyped)"""
-    backfill: bool = True
-    """ticks: sched/backfill behind the main scheduler; paper: EASY backfilling behind the chosen head"""
-    placement: str = "pack"
-    """paper: pack | spread | milp"""
-    window: int = 256
-    """jobs per episode (the paper's batch)"""
-    warmup: int = 512
-    """preceding jobs scheduled first (unscored) so each window meets a busy cluster"""
-    reward: str = "terminal"
-    """terminal: the paper's normalized gap at the end; dense: the waiting cost as it accrues (env.py)"""
-    seed: int = 0
-    """seeds torch, numpy, random and the window sampler"""
-    out: str = "models/philly-fcfs-bsld"
-    """model directory: actor.pt, manifest.json, curve.csv, curve.json, checkpoint.pt"""
-    # Algorithm
-    epochs: int = 40
-    """training epochs"""
-    episodes_per_epoch: int = 24
-    """episodes (windows) collected per update"""
-    minutes: float | None = None
-    """stop after this much wall time, at the end of an epoch"""
-    pi_lr: float = 3e-3
-    """actor learning rate"""
-    vf_lr: float = 3e-3
-    """critic learning rate"""
-    update_epochs: int = 6
-    """passes over the batch per update (early-stopped by target_kl)"""
-    num_minibatches: int = 4
-    """minibatches per pass"""
-    clip_ratio: float = 0.2
-    """PPO clipping of the probability ratio"""
-    target_kl: float = 0.02
-    """stop the policy steps once the approximate KL exceeds 1.5x this"""
-    gamma: float = 1.0
-    """discount (episodes are short and the reward terminal)"""
-    gae_lambda: float = 1.0
-    """GAE lambda: 1 because the only reward comes at the end of ~500-1,000 decisions, which
-    lambda^T would otherwise erase for all but the last few"""
-    ent_coef: float = 0.0
-    """entropy bonus"""
-    rank_prior: float = 0.0
-    """score penalty per base-order slot: > 0 starts sampling near the base policy (see agent.Actor)"""
-    imitate_episodes: int = 0
-    """base-policy episodes the actor imitates before PPO (0: start uniform; see rl.imitate)"""
-    imitate_steps: int = 500
-    """gradient steps of that imitation (minibatches of 256 decisions)"""
-    imitate_lr: float = 3e-3
-    """learning rate of that imitation, actor and critic"""
-    checkpoint_every: int = 5
-    """epochs between checkpoints"""
-    resume: bool = False
-    """continue from out/checkpoint.pt"""
-    # Filled at runtime
-    extra: dict[str, Any] = field(default_factory=dict)
-    """what the manifest records besides the fields above"""
-
-
 IMITATION_SEED_OFFSET = 999_000
 """Keeps the imitation's windows apart from the PPO epochs' (seed * 1_000_003 + epoch * 1000 + e,
 epoch < 999)."""
-
-
-@dataclass
-class Rollout:
-    actor: list[np.ndarray] = field(default_factory=list)
-    mask: list[np.ndarray] = field(default_factory=list)
-    critic: list[np.ndarray] = field(default_factory=list)
-    actions: list[np.ndarray] = field(default_factory=list)
-    """One slot (paper loop) or a ranking of the 256 slots (ticks) per decision."""
-    logps: list[float] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    dones: list[bool] = field(default_factory=list)
-    episode_rewards: list[float] = field(default_factory=list)
-    base_scores: list[float] = field(default_factory=list)
-    agent_scores: list[float] = field(default_factory=list)
 
 
 def make_env(args: Args) -> SchedulingEnv | TickEnv:
@@ -181,31 +82,6 @@ def tick_settings(args: Args) -> TickSettings:
             raise UsageError(f"--slurm-config {path}: {exc.strerror}") from None
     args.extra["slurm_params"] = params_record(slurm)
     return tick_settings_of({**asdict(args), **args.extra}, args.base)
-
-
-def collect(env: SchedulingEnv | TickEnv, agent: ActorCritic, episodes: int, seed: int) -> Rollout:
-    """Run whole episodes with the current stochastic policy."""
-    ro = Rollout()
-    for e in range(episodes):
-        obs, _ = env.reset(seed=seed + e)
-        done = False
-        while not done:
-            actor, mask, critic = (torch.from_numpy(np.array(obs[k])) for k in ("actor", "mask", "critic"))
-            with torch.no_grad():
-                action, logp, value = agent.act(actor, mask, critic, env.ranks)
-            ro.actor.append(np.array(obs["actor"]))
-            ro.mask.append(np.array(obs["mask"]))
-            ro.critic.append(np.array(obs["critic"]))
-            ro.actions.append(action.numpy())
-            ro.logps.append(float(logp))
-            ro.values.append(float(value))
-            obs, reward, done, _, info = env.step(action.numpy())
-            ro.rewards.append(reward)
-            ro.dones.append(done)
-        ro.episode_rewards.append(info["gap"])  # the paper's reward, whichever reward trains
-        ro.base_scores.append(info["base_score"])
-        ro.agent_scores.append(info["agent_score"])
-    return ro
 
 
 def update(agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.optim.Optimizer,
@@ -277,6 +153,7 @@ def seed_everything(seed: int) -> None:
 
 def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None = None) -> Path:
     """Train, write the curve and checkpoints as it goes, and export the actor. Returns the model dir."""
+    args.check()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.extra.setdefault("training_commit", git_commit())  # the code as training starts, not as it ends
@@ -308,13 +185,40 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
         args.extra["imitation_decisions"] = len(demo.returns)
         args.extra["imitation_wall_s"] = time.perf_counter() - t0
         del demo
-    epoch = first_epoch
-    for epoch in range(first_epoch, args.epochs):
-        ro = collect(env, agent, args.episodes_per_epoch, seed=args.seed * 1_000_003 + epoch * 1000)
+    collector = make_collector(partial(make_env, args), env, args.rank_prior, args.workers)
+    args.extra["workers"] = collector.workers
+    try:
+        curve = _epochs(args, collector, agent, (pi_opt, vf_opt), curve, wall_before - t0, progress)
+    finally:
+        collector.close()
+    info = {k: v for k, v in asdict(args).items() if k not in ("extra", "resume", "out")}
+    info.update(args.extra)
+    info["epochs_done"] = len(curve)
+    info["training_wall_s"] = curve[-1]["time/wall_s"] if curve else 0.0
+    return export_actor(agent.actor, out, info)
+
+
+def _epochs(
+    args: Args,
+    collector: Collector,
+    agent: ActorCritic,
+    opts: tuple[torch.optim.Optimizer, torch.optim.Optimizer],
+    curve: list[dict[str, float]],
+    clock_offset: float,
+    progress: Callable[[int, dict[str, float]], None] | None,
+) -> list[dict[str, float]]:
+    """PPO epochs from the first not in `curve` until `args.epochs` or the time budget; the training
+    wall time is `perf_counter() + clock_offset`."""
+    out = Path(args.out)
+    checkpoint = out / "checkpoint.pt"
+    pi_opt, vf_opt = opts
+    for epoch in range(len(curve), args.epochs):
+        first_seed = args.seed * 1_000_003 + epoch * 1000
+        ro = collector.collect(agent, range(first_seed, first_seed + args.episodes_per_epoch))
         if epoch == 0 and args.imitate_episodes == 0:
             agent.actor.fit_input(torch.from_numpy(np.stack(ro.actor)), torch.from_numpy(np.stack(ro.mask)))
         stats = update(agent, pi_opt, vf_opt, ro, args)
-        wall = wall_before + time.perf_counter() - t0
+        wall = time.perf_counter() + clock_offset
         row = {
             "epoch": float(epoch + 1),
             "charts/episode_reward": float(np.mean(ro.episode_rewards)),
@@ -328,16 +232,12 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
         _write_curve(out, curve)
         if progress is not None:
             progress(epoch + 1, row)
-        if (epoch + 1) % args.checkpoint_every == 0 or epoch + 1 == args.epochs:
+        over_budget = args.minutes is not None and wall >= args.minutes * 60
+        if (epoch + 1) % args.checkpoint_every == 0 or epoch + 1 == args.epochs or over_budget:
             _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall, args.extra)
-        if args.minutes is not None and wall >= args.minutes * 60:
-            _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall, args.extra)
+        if over_budget:
             break
-    info = {k: v for k, v in asdict(args).items() if k not in ("extra", "resume", "out")}
-    info.update(args.extra)
-    info["epochs_done"] = len(curve)
-    info["training_wall_s"] = curve[-1]["time/wall_s"] if curve else 0.0
-    return export_actor(agent.actor, out, info)
+    return curve
 
 
 def _write_curve(out: Path, curve: list[dict[str, float]]) -> None:

@@ -17,7 +17,8 @@ from rltuned.rl.agent import Actor, ActorCritic
 from rltuned.rl.env import SchedulingEnv
 from rltuned.rl.export import load_model
 from rltuned.rl.imitate import clone, demonstrate
-from rltuned.rl.ppo import IMITATION_SEED_OFFSET, Args, collect, train
+from rltuned.rl.ppo import IMITATION_SEED_OFFSET, Args, train
+from rltuned.rl.rollouts import LocalCollector
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
 from tests.rl.test_training import write_trace
@@ -55,7 +56,7 @@ def test_a_demonstration_is_the_base_policys_own_run(burst: tuple[Path, Path]) -
 
 def sampled_gap(agent: ActorCritic, env: SchedulingEnv, episodes: int) -> float:
     """Mean normalized gap to the base of the policy PPO would sample (negative: worse than the base)."""
-    return float(np.mean(collect(env, agent, episodes, seed=100).episode_rewards))
+    return float(np.mean(LocalCollector(env).collect(agent, range(100, 100 + episodes)).episode_rewards))
 
 
 def tiny_args(burst: tuple[Path, Path], out: Path, **overrides: Any) -> Args:

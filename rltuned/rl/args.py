@@ -1,0 +1,133 @@
+"""Everything a training run is given: one dataclass, from which `rltunectl train` and `sweep` generate
+their flags (rltuned/dataclass_cli.py) and which the manifest records field by field.
+
+Kept apart from ppo.py so that building the command line does not import torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rltuned.errors import UsageError
+
+
+@dataclass
+class Args:
+    # Experiment
+    trace: str = "philly"
+    """trace file or bundled name; its first 90% by submit time trains"""
+    cluster: str = "philly-slice"
+    """cluster preset or TOML spec"""
+    base: str = "fcfs"
+    """base policy the agent re-ranks and is rewarded against"""
+    metric: str = "bsld"
+    """bsld | wait | jct | util"""
+    estimates: str = "qssf-noise"
+    """runtime-estimate model the scheduler sees"""
+    estimates_seed: int = 0
+    """seed of the estimate model"""
+    loop: str = "ticks"
+    """ticks: the daemon's loop (one ranking per tick, Slurm's schedulers behind it; rl/tick_env.py);
+    paper: the paper-replication loop (one job chosen per decision; rl/env.py)"""
+    interval_s: float = 60.0
+    """ticks: the daemon's interval_s"""
+    lever: str = "priority"
+    """ticks: the daemon's apply.lever (priority | site_factor)"""
+    slurm_config: str | None = None
+    """ticks: a saved `scontrol show config` of the Slurm to model (default: Slurm 22.05's defaults, with
+    --backfill choosing sched/backfill or sched/builtin)"""
+    placement_levers: bool = False
+    """ticks: OverSubscribe and ExcNodeList steering on (the MILP runs every tick, as in the daemon
+    with placement.oversubscribe or placement.steer_untyped)"""
+    backfill: bool = True
+    """ticks: sched/backfill behind the main scheduler; paper: EASY backfilling behind the chosen head"""
+    placement: str = "pack"
+    """paper: pack | spread | milp"""
+    window: int = 256
+    """jobs per episode (the paper's batch)"""
+    warmup: int = 512
+    """preceding jobs scheduled first (unscored) so each window meets a busy cluster"""
+    reward: str = "terminal"
+    """terminal: the paper's normalized gap at the end; dense: the waiting cost as it accrues (env.py)"""
+    seed: int = 0
+    """seeds torch, numpy, random and the window sampler"""
+    out: str = "models/philly-fcfs-bsld"
+    """model directory: actor.pt, manifest.json, curve.csv, curve.json, checkpoint.pt"""
+    # Algorithm
+    epochs: int = 40
+    """training epochs"""
+    episodes_per_epoch: int = 24
+    """episodes (windows) collected per update"""
+    minutes: float | None = None
+    """stop after this much wall time, at the end of an epoch"""
+    pi_lr: float = 3e-3
+    """actor learning rate"""
+    vf_lr: float = 3e-3
+    """critic learning rate"""
+    update_epochs: int = 6
+    """passes over the batch per update (early-stopped by target_kl)"""
+    num_minibatches: int = 4
+    """minibatches per pass"""
+    clip_ratio: float = 0.2
+    """PPO clipping of the probability ratio"""
+    target_kl: float = 0.02
+    """stop the policy steps once the approximate KL exceeds 1.5x this"""
+    gamma: float = 1.0
+    """discount (episodes are short and the reward terminal)"""
+    gae_lambda: float = 1.0
+    """GAE lambda: 1 because the only reward comes at the end of ~500-1,000 decisions, which
+    lambda^T would otherwise erase for all but the last few"""
+    ent_coef: float = 0.0
+    """entropy bonus"""
+    rank_prior: float = 0.0
+    """score penalty per base-order slot: > 0 starts sampling near the base policy (see agent.Actor)"""
+    imitate_episodes: int = 0
+    """base-policy episodes the actor imitates before PPO (0: start uniform; see rl.imitate)"""
+    imitate_steps: int = 500
+    """gradient steps of that imitation (minibatches of 256 decisions)"""
+    imitate_lr: float = 3e-3
+    """learning rate of that imitation, actor and critic"""
+    workers: int = 0
+    """rollout worker processes, each running whole episodes (0: one per core); the batch is the same
+    for any number (rl/rollouts.py)"""
+    checkpoint_every: int = 5
+    """epochs between checkpoints"""
+    resume: bool = False
+    """continue from out/checkpoint.pt"""
+    # Filled at runtime
+    extra: dict[str, Any] = field(default_factory=dict)
+    """what the manifest records besides the fields above"""
+
+    def check(self) -> None:
+        """Refuse values no run can use, naming the flag (train and sweep build Args the same way)."""
+        rules: list[tuple[bool, str, object, str]] = [
+            (self.window >= 2, "window", self.window, ">= 2"),
+            (self.warmup >= 0, "warmup", self.warmup, ">= 0"),
+            (self.epochs >= 1, "epochs", self.epochs, ">= 1"),
+            (self.episodes_per_epoch >= 1, "episodes_per_epoch", self.episodes_per_epoch, ">= 1"),
+            (self.minutes is None or self.minutes > 0, "minutes", self.minutes, "> 0"),
+            (self.interval_s > 0, "interval_s", self.interval_s, "> 0"),
+            (self.pi_lr > 0, "pi_lr", self.pi_lr, "> 0"),
+            (self.vf_lr > 0, "vf_lr", self.vf_lr, "> 0"),
+            (self.update_epochs >= 1, "update_epochs", self.update_epochs, ">= 1"),
+            (self.num_minibatches >= 1, "num_minibatches", self.num_minibatches, ">= 1"),
+            (0 < self.clip_ratio < 1, "clip_ratio", self.clip_ratio, "in (0, 1)"),
+            (self.target_kl > 0, "target_kl", self.target_kl, "> 0"),
+            (0 < self.gamma <= 1, "gamma", self.gamma, "in (0, 1]"),
+            (0 <= self.gae_lambda <= 1, "gae_lambda", self.gae_lambda, "in [0, 1]"),
+            (self.ent_coef >= 0, "ent_coef", self.ent_coef, ">= 0"),
+            (self.rank_prior >= 0, "rank_prior", self.rank_prior, ">= 0"),
+            (self.imitate_episodes >= 0, "imitate_episodes", self.imitate_episodes, ">= 0"),
+            (self.imitate_steps >= 1, "imitate_steps", self.imitate_steps, ">= 1"),
+            (self.imitate_lr > 0, "imitate_lr", self.imitate_lr, "> 0"),
+            (self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every, ">= 1"),
+            (self.workers >= 0, "workers", self.workers, ">= 0 (0: one per core)"),
+        ]
+        for ok, name, value, rule in rules:
+            if not ok:
+                raise UsageError(f"--{name.replace('_', '-')} must be {rule}, got {value}")
+        if self.reward == "dense" and self.metric == "util":
+            raise UsageError(
+                "--reward dense needs a waiting metric (bsld, wait, jct); util has only the terminal reward"
+            )

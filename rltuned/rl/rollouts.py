@@ -1,0 +1,149 @@
+"""Collecting episodes with the current policy: in this process, or in worker processes (one per core).
+
+Every episode takes its window and its policy's sampling noise from its own seed (the environment's
+reset seed, and a torch generator seeded alike), and the batch lists episodes in seed order. So the
+batch does not depend on which worker ran which episode: n workers give exactly the batch one gives,
+only sooner. Workers build their own environment once (loading the trace) and receive the policy's
+weights with every episode.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from rltuned.rl.agent import ActorCritic
+from rltuned.rl.env import SchedulingEnv
+from rltuned.rl.tick_env import TickEnv
+
+Env = SchedulingEnv | TickEnv
+EnvFactory = Callable[[], Env]
+
+
+@dataclass
+class Rollout:
+    actor: list[np.ndarray] = field(default_factory=list)
+    mask: list[np.ndarray] = field(default_factory=list)
+    critic: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    """One slot (paper loop) or a ranking of the 256 slots (ticks) per decision."""
+    logps: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    dones: list[bool] = field(default_factory=list)
+    episode_rewards: list[float] = field(default_factory=list)
+    base_scores: list[float] = field(default_factory=list)
+    agent_scores: list[float] = field(default_factory=list)
+
+    def extend(self, other: Rollout) -> None:
+        for f in fields(self):
+            getattr(self, f.name).extend(getattr(other, f.name))
+
+
+def run_episode(env: Env, agent: ActorCritic, seed: int) -> Rollout:
+    """One whole episode with the current stochastic policy, everything random drawn from `seed`."""
+    ro = Rollout()
+    generator = torch.Generator().manual_seed(seed)
+    obs, _ = env.reset(seed=seed)
+    done = False
+    info: dict[str, float] = {}
+    while not done:
+        actor, mask, critic = (torch.from_numpy(np.array(obs[k])) for k in ("actor", "mask", "critic"))
+        with torch.no_grad():
+            action, logp, value = agent.act(actor, mask, critic, env.ranks, generator)
+        ro.actor.append(np.array(obs["actor"]))
+        ro.mask.append(np.array(obs["mask"]))
+        ro.critic.append(np.array(obs["critic"]))
+        ro.actions.append(action.numpy())
+        ro.logps.append(float(logp))
+        ro.values.append(float(value))
+        obs, reward, done, _, info = env.step(action.numpy())
+        ro.rewards.append(reward)
+        ro.dones.append(done)
+    ro.episode_rewards.append(info["gap"])  # the paper's reward, whichever reward trains
+    ro.base_scores.append(info["base_score"])
+    ro.agent_scores.append(info["agent_score"])
+    return ro
+
+
+class Collector(Protocol):
+    workers: int
+
+    def collect(self, agent: ActorCritic, seeds: Sequence[int]) -> Rollout: ...
+
+    def close(self) -> None: ...
+
+
+class LocalCollector:
+    """Episodes one after another in this process."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.workers = 1
+
+    def collect(self, agent: ActorCritic, seeds: Sequence[int]) -> Rollout:
+        ro = Rollout()
+        for seed in seeds:
+            ro.extend(run_episode(self.env, agent, seed))
+        return ro
+
+    def close(self) -> None:
+        pass
+
+
+class ProcessCollector:
+    """Episodes spread over worker processes (spawned, so no torch or trace state is shared by fork)."""
+
+    def __init__(self, make_env: EnvFactory, rank_prior: float, workers: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.workers = workers
+        self.pool = context.Pool(workers, initializer=_init_worker, initargs=(make_env, rank_prior))
+
+    def collect(self, agent: ActorCritic, seeds: Sequence[int]) -> Rollout:
+        state = {k: v.detach().clone() for k, v in agent.state_dict().items()}
+        ro = Rollout()
+        for part in self.pool.imap(_worker_episode, [(state, seed) for seed in seeds]):
+            ro.extend(part)
+        return ro
+
+    def close(self) -> None:
+        self.pool.close()
+        self.pool.join()
+
+
+def make_collector(make_env: EnvFactory, env: Env, rank_prior: float, workers: int) -> Collector:
+    """`workers` processes (0: one per core); one worker runs in this process on `env`."""
+    n = workers or default_workers()
+    if n <= 1:
+        return LocalCollector(env)
+    return ProcessCollector(make_env, rank_prior, n)
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class _Worker:
+    """A worker process's own environment and agent, built once by the pool's initializer."""
+
+    env: Env
+    agent: ActorCritic
+
+
+def _init_worker(make_env: EnvFactory, rank_prior: float) -> None:
+    torch.set_num_threads(1)
+    _Worker.env = make_env()
+    _Worker.agent = ActorCritic(rank_prior)
+
+
+def _worker_episode(task: tuple[dict[str, torch.Tensor], int]) -> Rollout:
+    state, seed = task
+    _Worker.agent.load_state_dict(state)
+    return run_episode(_Worker.env, _Worker.agent, seed)
