@@ -27,14 +27,16 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from rltuned.core.plan import Action, Plan
-from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
+from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob, Slice
 from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
+from rltuned.sim.kernels import earliest_on_nodes, earliest_on_one_node, split_rows
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
 from rltuned.slurm.parse import natural_key
@@ -98,6 +100,7 @@ class _Job:
         "limit",
         "runtime",
         "shown",
+        "shown_with",
         "site",
         "start",
     )
@@ -115,6 +118,13 @@ class _Job:
         self.alloc: Allocation = ()
         self.shown = replace(job, runtime=None, time_limit=self.limit, priority=None)
         """The job as squeue shows it: no true runtime; the priority is set per snapshot."""
+        self.shown_with = self.shown
+
+    def shown_at(self, priority: int) -> Job:
+        """The job as squeue shows it with this priority (kept while the priority does not change)."""
+        if self.shown_with.priority != priority:
+            self.shown_with = replace(self.shown, priority=priority)
+        return self.shown_with
 
 
 class SlurmRun:
@@ -144,6 +154,7 @@ class SlurmRun:
         self.interval_s = interval_s
         self.warmup = warmup
         self.pools = build_pools(cluster)
+        self._pool_nodes = [np.array(pool.nodes, dtype=np.int64) for pool in self.pools]
         self._node_index = {n.name: i for i, n in enumerate(cluster.nodes)}
         nodes = cluster.nodes
         self.free = FreeCapacity([n.gpus for n in nodes], [n.cpus for n in nodes], [n.mem_mb for n in nodes])
@@ -300,7 +311,7 @@ class SlurmRun:
             return
         self.changed, self._last_pass = False, signature
         running = [(e.start + e.limit, e.alloc) for e in self.running.values()]
-        profile = Profile(now, self.free, p.bf_resolution_s, running)
+        profile = Profile(now, self.free, p.bf_resolution_s, running, self.pools, self._pool_nodes)
         horizon = now + p.bf_window_min * 60.0
         started: list[_Job] = []
         # Reservations only take capacity away during a pass, and within a demand shape a job asking for
@@ -313,7 +324,7 @@ class SlurmRun:
             bound = max((st.at(entry.limit) for g, st in by_gpus.items() if g <= demand.gpus), default=now)
             found = None
             if bound <= horizon:
-                found = profile.earliest(demand, self.pools, entry.limit, horizon, max(bound, now))
+                found = profile.earliest(demand, entry.limit, horizon, max(bound, now))
             by_gpus.setdefault(demand.gpus, Staircase()).add(entry.limit, INF if found is None else found[0])
             if found is None:
                 continue
@@ -352,7 +363,7 @@ class SlurmRun:
         runtimes), free capacity per node, and no history or origin (squeue and sinfo carry none)."""
         ctx = self._context(now)
         pending = tuple(
-            replace(e.shown, priority=self.priority(e, ctx))
+            e.shown_at(self.priority(e, ctx))
             for e in sorted(self.queue, key=lambda e: (e.job.submit, e.job.id))
         )
         running = tuple(
@@ -429,67 +440,107 @@ class Profile:
     the next grid point); reservations take them for their duration."""
 
     def __init__(
-        self, now: float, free: FreeCapacity, resolution_s: float, running: Sequence[tuple[float, Allocation]]
+        self,
+        now: float,
+        free: FreeCapacity,
+        resolution_s: float,
+        running: Sequence[tuple[float, Allocation]],
+        pools: Sequence[Pool],
+        pool_nodes: Sequence[npt.NDArray[np.int64]],
     ) -> None:
         self.now = now
         self.resolution = resolution_s
+        self.pools = pools
+        self.pool_nodes = pool_nodes
         released: dict[float, list[Allocation]] = {}
         for end, alloc in running:
             at = self.grid(end)
             if at <= now:  # past its limit and still running: free from the next grid point on
                 at = self.grid(now + resolution_s / 2)
             released.setdefault(at, []).append(alloc)
-        self.times: list[float] = [now, *sorted(released)]
-        cap = np.zeros((len(self.times), 3, len(free.gpus)), dtype=np.int64)
+        times = [now, *sorted(released)]
+        cap = np.zeros((len(times), 3, len(free.gpus)), dtype=np.int64)
         cap[0] = (free.gpus, free.cpus, free.mem)
-        for k, t in enumerate(self.times[1:], start=1):
+        for k, t in enumerate(times[1:], start=1):
             for alloc in released[t]:
                 _add(cap[k], alloc, 1)
-        self.cap = np.cumsum(cap, axis=0)
+        # Rows live in arrays with room to spare (a reservation adds up to two): `size` are in use.
+        self.size = len(times)
+        room = 2 * self.size + 64
+        self._t = np.zeros(room)
+        self._t[: self.size] = times
+        self._cap = np.zeros((room, 3, len(free.gpus)), dtype=np.int64)
+        self._cap[: self.size] = np.cumsum(cap, axis=0)
+
+    @property
+    def times(self) -> npt.NDArray[np.float64]:
+        return self._t[: self.size]
+
+    @property
+    def cap(self) -> npt.NDArray[np.int64]:
+        return self._cap[: self.size]
 
     def grid(self, t: float) -> float:
         """`t` rounded up to the plan's time grid (absolute multiples of the resolution)."""
         return math.ceil(t / self.resolution - 1e-9) * self.resolution
 
-    def _at(self, t: float) -> int:
-        """The row starting at `t`, split off the interval holding it if needed."""
-        k = bisect.bisect_right(self.times, t) - 1
-        if self.times[k] == t:
-            return k
-        self.times.insert(k + 1, t)
-        self.cap = np.concatenate((self.cap[: k + 1], self.cap[k : k + 1], self.cap[k + 1 :]))
-        return k + 1
-
     def reserve(self, alloc: Allocation, start: float, end: float) -> None:
-        k0 = self._at(start)
-        k1 = self._at(end)
+        if self.size + 2 > len(self._t):
+            self._t = np.concatenate((self._t, np.zeros_like(self._t)))
+            self._cap = np.concatenate((self._cap, np.zeros_like(self._cap)))
+        k0, k1, self.size = split_rows(self._t, self._cap, self.size, start, end)
         for s in alloc:
-            self.cap[k0:k1, :, s.node] -= (s.gpus, s.cpus, s.mem_mb)
+            self._cap[k0:k1, :, s.node] -= (s.gpus, s.cpus, s.mem_mb)
 
     def earliest(
-        self, demand: Demand, pools: Sequence[Pool], limit: float, horizon: float, not_before: float
+        self, demand: Demand, limit: float, horizon: float, not_before: float
     ) -> tuple[float, float, Allocation] | None:
         """The first row start in [not_before, horizon] from which the job fits until its time limit:
-        (start, end on the grid, allocation). Only rows where some capacity grows are tried: from any
-        other row the job fits no better than from the row before."""
+        (start, end on the grid, allocation as `place(..., "pack")` picks it on the least free capacity
+        over that span).
+
+        `place` prefers one node to several, then the fewest GPUs left over, then the pool listed first.
+        So: the earliest row on one node of a pool (each pool's row and best node, compiled), unless a
+        pool where the job spans nodes fits strictly earlier; that row's placement is `place`'s own."""
         times, cap = self.times, self.cap
-        first = bisect.bisect_left(times, not_before)
-        grows = np.ones(len(times) - first, dtype=np.bool_)
-        if first:
-            grows[0] = (cap[first] > cap[first - 1]).any()
-        grows[1:] = (cap[first + 1 :] > cap[first:-1]).any(axis=(1, 2))
-        for k in (first + np.flatnonzero(grows)).tolist():
-            t = times[k]
-            if t > horizon:
-                return None
+        first = int(np.searchsorted(times, not_before, side="left"))
+        last = int(np.searchsorted(times, horizon, side="right"))
+        if first >= last:
+            return None
+        g = demand.gpus
+        single: tuple[int, int, int, int] | None = None  # (row, leftover, k in demand.pools, node)
+        multi = -1
+        for k, p in enumerate(demand.pools):
+            nodes = self.pool_nodes[p]
+            if g <= self.pools[p].gpus:
+                c, m = demand.slice_cpus(k, g), demand.slice_mem(k, g)
+                row, i, left = earliest_on_one_node(
+                    times, cap, first, last, self.resolution, limit, nodes, g, c, m
+                )
+                if row >= 0 and (single is None or (row, left) < single[:2]):
+                    single = (row, left, k, int(nodes[i]))
+            else:
+                row = earliest_on_nodes(
+                    times, cap, first, last, self.resolution, limit, nodes, g,
+                    demand.cpu_per_gpu[k], demand.mem_per_gpu[k],
+                )  # fmt: skip
+                if row >= 0 and (multi < 0 or row < multi):
+                    multi = row
+        if multi >= 0 and (single is None or multi < single[0]):
+            t = float(times[multi])
             end = self.grid(t + limit)
-            j = bisect.bisect_left(times, end)
-            low = cap[k] if j == k + 1 else cap[k:j].min(axis=0)
-            scratch = FreeCapacity(low[0].tolist(), low[1].tolist(), low[2].tolist())
-            alloc = place(demand, pools, scratch, "pack")
-            if alloc is not None:
-                return t, end, alloc
-        return None
+            j = max(int(np.searchsorted(times, end, side="left")), multi + 1)
+            low = cap[multi:j].min(axis=0)
+            alloc = place(
+                demand, self.pools, FreeCapacity(low[0].tolist(), low[1].tolist(), low[2].tolist()), "pack"
+            )
+            assert alloc is not None, "the compiled count and place disagree"
+            return t, end, alloc
+        if single is None:
+            return None
+        row, _, k, node = single
+        t = float(times[row])
+        return t, self.grid(t + limit), (Slice(node, g, demand.slice_cpus(k, g), demand.slice_mem(k, g)),)
 
 
 def _add(row: np.ndarray, alloc: Allocation, sign: int) -> None:
