@@ -6,7 +6,8 @@ Measures, on this machine, the training collection of the shipped Philly recipe 
 `philly-slice`, FCFS base, 1,024-job windows after a 512-job warm-up, qssf-noise estimates) with an
 actor whose scores are not all equal: wall time of `LocalCollector` and of `ProcessCollector` with
 `--workers` processes on the same seeds, their ratio, and whether the two batches are identical.
-Worker start-up (spawn, trace loading) is timed apart: a training run pays it once. Torch on one thread.
+Worker start-up (spawn, trace loading) and one warm-up episode per worker are timed apart: a training
+run pays the start-up once. Torch on one thread.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def main() -> None:
     local_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     pool = ProcessCollector(partial(make_env, args), 0.0, opts.workers)
-    pool.collect(agent, range(0))  # nothing to run: waits for nothing, but the pool exists
+    pool.collect(agent, range(opts.workers))  # one short round: every worker has built its environment
     start_s = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()
