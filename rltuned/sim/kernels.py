@@ -136,3 +136,260 @@ def _split(
     times[k + 1] = t
     cap[k + 1] = cap[k]
     return k + 1, size + 1
+
+
+@njit(cache=True)
+def _slice_size(gpus: int, per_gpu: float) -> int:
+    """`Demand.slice_cpus` / `slice_mem`: a slice's CPUs or memory, its GPU share rounded up."""
+    return int(np.ceil(gpus * per_gpu - 1e-9))
+
+
+@njit(cache=True)
+def place_pack(
+    fg: npt.NDArray[np.int64],
+    fc: npt.NDArray[np.int64],
+    fm: npt.NDArray[np.int64],
+    gpus: int,
+    dem_pool: npt.NDArray[np.int64],
+    dem_cpg: npt.NDArray[np.float64],
+    dem_mpg: npt.NDArray[np.float64],
+    pool_ptr: npt.NDArray[np.int64],
+    pool_flat: npt.NDArray[np.int64],
+    pool_gpus: npt.NDArray[np.int64],
+    out: npt.NDArray[np.int64],
+) -> int:
+    """`greedy.place(demand, pools, free, "pack")` on free capacity (fg, fc, fm): over the demand's pools,
+    the fewest nodes, then the fewest GPUs left over on them, then the pool listed first. Writes the
+    slices (node, GPUs, CPUs, memory), by node, into `out`'s rows and returns their count (0: no fit)."""
+    best_len, best_left, count = -1, 0, 0
+    scratch = np.empty((out.shape[0], 4), dtype=np.int64)
+    for k in range(dem_pool.shape[0]):
+        p = dem_pool[k]
+        nodes = pool_flat[pool_ptr[p] : pool_ptr[p + 1]]
+        if gpus <= pool_gpus[p]:
+            found = _one_node(fg, fc, fm, gpus, nodes, dem_cpg[k], dem_mpg[k], scratch)
+        else:
+            found = _many_nodes(fg, fc, fm, gpus, nodes, dem_cpg[k], dem_mpg[k], scratch)
+        if found == 0:
+            continue
+        left = 0
+        for s in range(found):
+            left += fg[scratch[s, 0]] - scratch[s, 1]
+        if best_len < 0 or found < best_len or (found == best_len and left < best_left):
+            best_len, best_left, count = found, left, found
+            by_node = np.argsort(scratch[:found, 0])
+            for s in range(found):
+                out[s] = scratch[by_node[s]]
+    return count
+
+
+@njit(cache=True)
+def _one_node(
+    fg: npt.NDArray[np.int64],
+    fc: npt.NDArray[np.int64],
+    fm: npt.NDArray[np.int64],
+    gpus: int,
+    nodes: npt.NDArray[np.int64],
+    cpg: float,
+    mpg: float,
+    out: npt.NDArray[np.int64],
+) -> int:
+    """`greedy._single_node`, pack: the node with the fewest free GPUs that holds the job, ties to the
+    lower node. Writes one slice; returns 1, or 0 if no node holds it."""
+    need_c, need_m = _slice_size(gpus, cpg), _slice_size(gpus, mpg)
+    best_node, best_free = -1, -1
+    for n in nodes:
+        f = fg[n]
+        if f < gpus or fc[n] < need_c or fm[n] < need_m:
+            continue
+        if best_node < 0 or f < best_free:
+            best_node, best_free = n, f
+            if f == gpus:
+                break
+    if best_node < 0:
+        return 0
+    out[0, 0], out[0, 1], out[0, 2], out[0, 3] = best_node, gpus, need_c, need_m
+    return 1
+
+
+@njit(cache=True)
+def _many_nodes(
+    fg: npt.NDArray[np.int64],
+    fc: npt.NDArray[np.int64],
+    fm: npt.NDArray[np.int64],
+    gpus: int,
+    nodes: npt.NDArray[np.int64],
+    cpg: float,
+    mpg: float,
+    out: npt.NDArray[np.int64],
+) -> int:
+    """`greedy._multi_node` with `_pack_shares`: the nodes with the most usable GPUs first (ties to the
+    lower node) until the rest fits on one node, then the tightest such node (ties to the lower). Writes
+    the slices in the order taken; returns their count, or 0 if the pool cannot hold the job."""
+    usable = np.empty(nodes.shape[0], dtype=np.int64)
+    for i in range(nodes.shape[0]):
+        usable[i] = _usable(fg[nodes[i]], fc[nodes[i]], fm[nodes[i]], cpg, mpg)
+    if usable.sum() < gpus:
+        return 0
+    order = np.argsort(-usable, kind="mergesort")  # nodes are ascending; the sort is stable
+    remaining, count = gpus, 0
+    for a in range(order.shape[0]):
+        u = usable[order[a]]
+        if u >= remaining:
+            fit = order[a]
+            for b in range(a + 1, order.shape[0]):
+                v = usable[order[b]]
+                if v >= remaining and (v < usable[fit] or (v == usable[fit] and order[b] < fit)):
+                    fit = order[b]
+            u, order[a] = remaining, fit
+        out[count, 0], out[count, 1] = nodes[order[a]], u
+        out[count, 2], out[count, 3] = _slice_size(u, cpg), _slice_size(u, mpg)
+        count += 1
+        remaining -= u
+        if remaining == 0:
+            break
+    return count
+
+
+@njit(cache=True)
+def grid(t: float, resolution: float) -> float:
+    """`t` rounded up to the backfill plan's time grid (absolute multiples of the resolution)."""
+    return float(np.ceil(t / resolution - 1e-9) * resolution)
+
+
+@njit(cache=True)
+def earliest_start(
+    times: npt.NDArray[np.float64],
+    cap: npt.NDArray[np.int64],
+    resolution: float,
+    limit: float,
+    horizon: float,
+    not_before: float,
+    gpus: int,
+    dem_pool: npt.NDArray[np.int64],
+    dem_cpg: npt.NDArray[np.float64],
+    dem_mpg: npt.NDArray[np.float64],
+    pool_ptr: npt.NDArray[np.int64],
+    pool_flat: npt.NDArray[np.int64],
+    pool_gpus: npt.NDArray[np.int64],
+    out: npt.NDArray[np.int64],
+) -> tuple[int, float, int]:
+    """The first profile row starting in [not_before, horizon] from which the job fits until its time
+    limit, and `place(..., "pack")`'s allocation on the least free capacity over that span. Returns
+    (row, end on the grid, slice count written to `out`), or (-1, 0, 0).
+
+    `place` prefers one node to several, then the fewest GPUs left over, then the pool listed first.
+    So: the earliest row on one node of a pool, unless a pool where the job spans nodes fits strictly
+    earlier; that row's placement is `place`'s own on the span's least capacity."""
+    first = int(np.searchsorted(times, not_before, side="left"))
+    last = int(np.searchsorted(times, horizon, side="right"))
+    if first >= last:
+        return -1, 0.0, 0
+    s_row, s_left, s_k, s_node = -1, 0, -1, -1
+    multi = -1
+    for k in range(dem_pool.shape[0]):
+        p = dem_pool[k]
+        nodes = pool_flat[pool_ptr[p] : pool_ptr[p + 1]]
+        if gpus <= pool_gpus[p]:
+            c, m = _slice_size(gpus, dem_cpg[k]), _slice_size(gpus, dem_mpg[k])
+            row, i, left = earliest_on_one_node(times, cap, first, last, resolution, limit, nodes, gpus, c, m)
+            if row >= 0 and (s_row < 0 or row < s_row or (row == s_row and left < s_left)):
+                s_row, s_left, s_k, s_node = row, left, k, nodes[i]
+        else:
+            row = earliest_on_nodes(
+                times, cap, first, last, resolution, limit, nodes, gpus, dem_cpg[k], dem_mpg[k]
+            )
+            if row >= 0 and (multi < 0 or row < multi):
+                multi = row
+    if multi >= 0 and (s_row < 0 or multi < s_row):
+        end = grid(times[multi] + limit, resolution)
+        j = max(int(np.searchsorted(times, end, side="left")), multi + 1)
+        low = cap[multi]
+        for r in range(multi + 1, j):
+            low = np.minimum(low, cap[r])
+        count = place_pack(
+            low[0], low[1], low[2], gpus, dem_pool, dem_cpg, dem_mpg, pool_ptr, pool_flat, pool_gpus, out
+        )
+        assert count > 0, "the compiled count and place disagree"
+        return multi, end, count
+    if s_row < 0:
+        return -1, 0.0, 0
+    out[0, 0], out[0, 1] = s_node, gpus
+    out[0, 2], out[0, 3] = _slice_size(gpus, dem_cpg[s_k]), _slice_size(gpus, dem_mpg[s_k])
+    return s_row, grid(times[s_row] + limit, resolution), 1
+
+
+@njit(cache=True)
+def reserve(
+    times: npt.NDArray[np.float64],
+    cap: npt.NDArray[np.int64],
+    size: int,
+    start: float,
+    end: float,
+    slices: npt.NDArray[np.int64],
+) -> int:
+    """Take the slices' resources during [start, end) (rows split there); returns the new row count.
+    The arrays need room for two more rows."""
+    k0, k1, size = split_rows(times, cap, size, start, end)
+    for s in range(slices.shape[0]):
+        n = slices[s, 0]
+        for r in range(k0, k1):
+            cap[r, 0, n] -= slices[s, 1]
+            cap[r, 1, n] -= slices[s, 2]
+            cap[r, 2, n] -= slices[s, 3]
+    return size
+
+
+@njit(cache=True)
+def backfill_pass(
+    times: npt.NDArray[np.float64],
+    cap: npt.NDArray[np.int64],
+    size: int,
+    now: float,
+    horizon: float,
+    resolution: float,
+    pool_ptr: npt.NDArray[np.int64],
+    pool_flat: npt.NDArray[np.int64],
+    pool_gpus: npt.NDArray[np.int64],
+    job_gpus: npt.NDArray[np.int64],
+    job_limit: npt.NDArray[np.float64],
+    job_shape: npt.NDArray[np.int64],
+    dem_ptr: npt.NDArray[np.int64],
+    dem_pool: npt.NDArray[np.int64],
+    dem_cpg: npt.NDArray[np.float64],
+    dem_mpg: npt.NDArray[np.float64],
+    slices: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], int]:
+    """One sched/backfill pass over the tested jobs in priority order: each job's earliest start on the
+    profile (rows `[0, size)` of times/cap, with room for two rows per job), reserved there when it lies
+    within the horizon. Returns, per job, the number of slices of a job that starts now (0 for the
+    others; its slices are `slices[j, :count]`), and the profile's row count after the pass.
+
+    Reservations only take capacity away during a pass, and within a demand shape a job asking for no
+    fewer GPUs for no less time fits nowhere a smaller, shorter one did not: its earliest start is no
+    earlier than theirs (inf: beyond the window), which bounds where its search begins."""
+    n_jobs = job_gpus.shape[0]
+    started = np.zeros(n_jobs, dtype=np.int64)
+    found_at = np.empty(n_jobs, dtype=np.float64)
+    for j in range(n_jobs):
+        g, limit, shape = job_gpus[j], job_limit[j], job_shape[j]
+        bound = now
+        for e in range(j):
+            if job_shape[e] == shape and job_gpus[e] <= g and job_limit[e] <= limit and found_at[e] > bound:
+                bound = found_at[e]
+        found_at[j] = np.inf
+        if bound > horizon:
+            continue
+        a, b = dem_ptr[j], dem_ptr[j + 1]
+        row, end, count = earliest_start(
+            times[:size], cap[:size], resolution, limit, horizon, bound, g,
+            dem_pool[a:b], dem_cpg[a:b], dem_mpg[a:b], pool_ptr, pool_flat, pool_gpus, slices[j],
+        )  # fmt: skip
+        if row < 0:
+            continue
+        at = times[row]
+        found_at[j] = at
+        size = reserve(times, cap, size, at, end, slices[j, :count])
+        if at == now:
+            started[j] = count
+    return started, size

@@ -21,7 +21,6 @@ grids; the scheduler passes take no simulated time (so `bf_continue` changes not
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
@@ -36,12 +35,13 @@ from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
-from rltuned.sim.kernels import earliest_on_nodes, earliest_on_one_node, split_rows
+from rltuned.sim.kernels import backfill_pass, earliest_start, reserve
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
 from rltuned.slurm.parse import natural_key
 
 FINISH, ARRIVAL = 0, 1
+Released = tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]
 INF = float("inf")
 
 
@@ -98,6 +98,7 @@ class _Job:
         "idx",
         "job",
         "limit",
+        "rows",
         "runtime",
         "shown",
         "shown_with",
@@ -116,6 +117,8 @@ class _Job:
         self.start = -1.0
         self.end = -1.0
         self.alloc: Allocation = ()
+        self.rows = np.zeros((0, 4), dtype=np.int64)
+        """The allocation as the backfill profile reads it: (node, GPUs, CPUs, memory) per slice."""
         self.shown = replace(job, runtime=None, time_limit=self.limit, priority=None)
         """The job as squeue shows it: no true runtime; the priority is set per snapshot."""
         self.shown_with = self.shown
@@ -154,7 +157,8 @@ class SlurmRun:
         self.interval_s = interval_s
         self.warmup = warmup
         self.pools = build_pools(cluster)
-        self._pool_nodes = [np.array(pool.nodes, dtype=np.int64) for pool in self.pools]
+        self.pool_arrays = PoolArrays.of(self.pools)
+        self._shapes: dict[tuple[object, ...], int] = {}
         self._node_index = {n.name: i for i, n in enumerate(cluster.nodes)}
         nodes = cluster.nodes
         self.free = FreeCapacity([n.gpus for n in nodes], [n.cpus for n in nodes], [n.mem_mb for n in nodes])
@@ -171,6 +175,11 @@ class SlurmRun:
         self.changed = True
         """Whether anything a backfill pass reads changed since the last pass (see `_backfill`)."""
         self._last_pass: list[int] = []
+        self._version = 0
+        """Counts starts and completions (what a priority context reads besides the clock)."""
+        self._ctx: PriorityContext | None = None
+        self._ctx_at = (0.0, -1)
+        self._shown_running: tuple[int, tuple[RunningJob, ...]] = (-1, ())
         for idx, job in enumerate(jobs):
             demand = demand_for(job, self.pools)
             if demand is None:
@@ -267,25 +276,29 @@ class SlurmRun:
         )
 
     # --- priorities ---------------------------------------------------------------------------------
-    def priority(self, entry: _Job, ctx: PriorityContext) -> int:
+    def priority(self, entry: _Job, now: float) -> int:
         if entry.fixed is not None:
             return entry.fixed
-        return int(-self.params.priority.key(entry.job, ctx)) + entry.site
+        return int(-self.params.priority.key(entry.job, self._context(now))) + entry.site
 
     def _context(self, now: float) -> PriorityContext:
-        history = self.history.view(now, self.running.values())
-        return PriorityContext(now, self.total_gpus, history, self.origin)
+        """Kept while neither the clock nor the running set nor the history moves: the main scheduler,
+        backfill and the daemon's read often meet at one instant."""
+        if self._ctx is None or self._ctx_at != (now, self._version):
+            history = self.history.view(now, self.running.values())
+            self._ctx = PriorityContext(now, self.total_gpus, history, self.origin)
+            self._ctx_at = (now, self._version)
+        return self._ctx
 
     def ordered(self, now: float) -> list[_Job]:
-        ctx = self._context(now)
-        keyed = [(-self.priority(e, ctx), e.job.id, e) for e in self.queue]
+        keyed = [(-self.priority(e, now), e.job.id, e) for e in self.queue]
         keyed.sort(key=lambda t: (t[0], t[1]))
         return [e for _, _, e in keyed]
 
     # --- the schedulers -----------------------------------------------------------------------------
     def _main(self, now: float) -> None:
         """Priority order until the first job that does not fit."""
-        if not self.queue:
+        if not self._may_start():
             return
         started: list[_Job] = []
         for entry in self.ordered(now):
@@ -300,8 +313,9 @@ class SlurmRun:
         """One sched/backfill pass. A pass that would repeat the last one is skipped: with no submit,
         start, completion or write since, no running job past its limit and the same priority order, the
         plan can only have moved later (the window slides towards the same reservations), so it starts
-        nothing."""
-        if not self.queue:
+        nothing. So does a pass when too few GPUs are free for any queued job: it may plan, but whatever
+        it reserves is forgotten when the pass ends."""
+        if not self._may_start():
             return
         p = self.params
         order = self.ordered(now)[: p.bf_max_job_test]
@@ -310,42 +324,40 @@ class SlurmRun:
         if not self.changed and not overdue and signature == self._last_pass:
             return
         self.changed, self._last_pass = False, signature
-        running = [(e.start + e.limit, e.alloc) for e in self.running.values()]
-        profile = Profile(now, self.free, p.bf_resolution_s, running, self.pools, self._pool_nodes)
+        running = list(self.running.values())
+        if running:
+            ends = np.repeat([e.start + e.limit for e in running], [len(e.alloc) for e in running])
+            released = (ends, np.concatenate([e.rows for e in running]))
+        else:
+            released = (np.zeros(0), np.zeros((0, 4), dtype=np.int64))
+        profile = Profile(now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays)
         horizon = now + p.bf_window_min * 60.0
+        plan = profile.plan([(e.demand, e.limit) for e in order], self._shapes, horizon)
         started: list[_Job] = []
-        # Reservations only take capacity away during a pass, and within a demand shape a job asking for
-        # no fewer GPUs for no less time fits nowhere a smaller, shorter one did not: its earliest start is
-        # no earlier than theirs (inf: beyond the window).
-        seen: dict[tuple[object, ...], dict[int, Staircase]] = {}
-        for entry in order:
-            demand = entry.demand
-            by_gpus = seen.setdefault(demand.shape, {})
-            bound = max((st.at(entry.limit) for g, st in by_gpus.items() if g <= demand.gpus), default=now)
-            found = None
-            if bound <= horizon:
-                found = profile.earliest(demand, entry.limit, horizon, max(bound, now))
-            by_gpus.setdefault(demand.gpus, Staircase()).add(entry.limit, INF if found is None else found[0])
-            if found is None:
-                continue
-            at, end, alloc = found
-            profile.reserve(alloc, at, end)
-            if at == now:
+        for entry, alloc in zip(order, plan, strict=True):
+            if alloc is not None:
                 self._start(entry, alloc, now)
                 started.append(entry)
         self._drop(started)
 
+    def _may_start(self) -> bool:
+        """Whether any queued job could start now on GPU count alone (a cheap test before ordering)."""
+        return bool(self.queue) and sum(self.free.gpus) >= min(e.demand.gpus for e in self.queue)
+
     # --- job lifecycle ------------------------------------------------------------------------------
     def _start(self, entry: _Job, alloc: Allocation, now: float) -> None:
         self.changed = True
+        self._version += 1
         entry.start = now
         entry.alloc = alloc
+        entry.rows = np.array([(s.node, s.gpus, s.cpus, s.mem_mb) for s in alloc], dtype=np.int64)
         self.free.take(alloc)
         self.running[entry.job.id] = entry
         self.engine.schedule(now + entry.runtime, FINISH, entry)
 
     def _finish(self, entry: _Job) -> None:
         now = self.engine.now
+        self._version += 1
         entry.end = now
         self.free.give(entry.alloc)
         del self.running[entry.job.id]
@@ -361,15 +373,14 @@ class SlurmRun:
     def snapshot(self, now: float) -> ClusterSnapshot:
         """As the Slurm adapter builds it: squeue's jobs (time limits, Slurm's current priorities, no true
         runtimes), free capacity per node, and no history or origin (squeue and sinfo carry none)."""
-        ctx = self._context(now)
         pending = tuple(
-            e.shown_at(self.priority(e, ctx))
+            e.shown_at(self.priority(e, now))
             for e in sorted(self.queue, key=lambda e: (e.job.submit, e.job.id))
         )
-        running = tuple(
-            RunningJob(e.shown, e.start, e.alloc)
-            for e in sorted(self.running.values(), key=lambda e: (e.start, e.job.id))
-        )
+        if self._shown_running[0] != self._version:  # the running set is shown as it was last time
+            shown = (RunningJob(e.shown, e.start, e.alloc) for e in self.running.values())
+            self._shown_running = (self._version, tuple(sorted(shown, key=lambda r: (r.start, r.job.id))))
+        running = self._shown_running[1]
         return ClusterSnapshot(
             now=now,
             cluster=self.cluster,
@@ -410,67 +421,84 @@ def _align(at: float, until: float, step: float) -> float:
     return at + math.ceil((until - at) / step) * step
 
 
-class Staircase:
-    """The largest value recorded at a key no greater than the one asked, for keys in any order: a
-    non-decreasing step function kept as sorted keys (entries it dominates are dropped)."""
+@dataclass(frozen=True)
+class PoolArrays:
+    """The pools as the compiled kernels read them: pool p's nodes are `flat[ptr[p]:ptr[p + 1]]`
+    (ascending), `gpus[p]` GPUs per node; `widest` is the most nodes one allocation can span."""
 
-    def __init__(self) -> None:
-        self.keys: list[float] = []
-        self.values: list[float] = []
+    ptr: npt.NDArray[np.int64]
+    flat: npt.NDArray[np.int64]
+    gpus: npt.NDArray[np.int64]
+    widest: int
 
-    def at(self, key: float) -> float:
-        i = bisect.bisect_right(self.keys, key)
-        return self.values[i - 1] if i else -INF
+    @staticmethod
+    def of(pools: Sequence[Pool]) -> PoolArrays:
+        sizes = [len(pool.nodes) for pool in pools]
+        ptr = np.zeros(len(pools) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(sizes)
+        flat = np.array([n for pool in pools for n in pool.nodes], dtype=np.int64)
+        gpus = np.array([pool.gpus for pool in pools], dtype=np.int64)
+        return PoolArrays(ptr, flat, gpus, max(sizes, default=1))
 
-    def add(self, key: float, value: float) -> None:
-        if self.at(key) >= value:
-            return
-        i = bisect.bisect_left(self.keys, key)
-        j = i
-        while j < len(self.keys) and self.values[j] <= value:
-            j += 1
-        self.keys[i:j] = [key]
-        self.values[i:j] = [value]
+
+def packed(demand: Demand) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """A demand's pools and per-GPU CPUs and memory as the kernels read them."""
+    return (
+        np.array(demand.pools, dtype=np.int64),
+        np.array(demand.cpu_per_gpu, dtype=np.float64),
+        np.array(demand.mem_per_gpu, dtype=np.float64),
+    )
+
+
+def releases(
+    running: Sequence[tuple[float, Allocation]],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """Running jobs as a profile reads them: per slice, the job's time limit's end and (node, GPUs, CPUs,
+    memory)."""
+    ends = [end for end, alloc in running for _ in alloc]
+    rows = [(s.node, s.gpus, s.cpus, s.mem_mb) for _, alloc in running for s in alloc]
+    return np.array(ends, dtype=np.float64), np.array(rows, dtype=np.int64).reshape(-1, 4)
 
 
 class Profile:
     """Free capacity per node over time, as sched/backfill plans it: `cap[k]` holds the free GPUs, CPUs
     and memory of every node during [times[k], times[k+1]), the first interval starting now. Running jobs
-    give their resources back at their time limit on the `bf_resolution` grid (a job past its limit, at
-    the next grid point); reservations take them for their duration."""
+    (`released`: per slice, its job's time-limit end and (node, GPUs, CPUs, memory)) give their resources
+    back at their time limit on the `bf_resolution` grid (a job past its limit, at the next grid point);
+    reservations take them for their duration. The searches and reservations are
+    compiled (`sim/kernels.py`); a whole pass runs there (`plan`)."""
 
     def __init__(
         self,
         now: float,
         free: FreeCapacity,
         resolution_s: float,
-        running: Sequence[tuple[float, Allocation]],
+        released: Released,
         pools: Sequence[Pool],
-        pool_nodes: Sequence[npt.NDArray[np.int64]],
+        arrays: PoolArrays,
+        room: int = 64,
     ) -> None:
         self.now = now
         self.resolution = resolution_s
         self.pools = pools
-        self.pool_nodes = pool_nodes
-        released: dict[float, list[Allocation]] = {}
-        for end, alloc in running:
-            at = self.grid(end)
-            if at <= now:  # past its limit and still running: free from the next grid point on
-                at = self.grid(now + resolution_s / 2)
-            released.setdefault(at, []).append(alloc)
-        times = [now, *sorted(released)]
-        cap = np.zeros((len(times), 3, len(free.gpus)), dtype=np.int64)
-        cap[0] = (free.gpus, free.cpus, free.mem)
-        for k, t in enumerate(times[1:], start=1):
-            for alloc in released[t]:
-                _add(cap[k], alloc, 1)
+        self.arrays = arrays
+        ends, slices = released
+        at = np.ceil(ends / resolution_s - 1e-9) * resolution_s
+        at[at <= now] = self.grid(now + resolution_s / 2)  # past its limit, still running: the next point
+        times = np.unique(at)
         # Rows live in arrays with room to spare (a reservation adds up to two): `size` are in use.
-        self.size = len(times)
-        room = 2 * self.size + 64
-        self._t = np.zeros(room)
-        self._t[: self.size] = times
-        self._cap = np.zeros((room, 3, len(free.gpus)), dtype=np.int64)
-        self._cap[: self.size] = np.cumsum(cap, axis=0)
+        self.size = 1 + len(times)
+        spare = 2 * self.size + room
+        self._t = np.zeros(self.size + spare)
+        self._t[0] = now
+        self._t[1 : self.size] = times
+        self._cap = np.zeros((self.size + spare, 3, len(free.gpus)), dtype=np.int64)
+        self._cap[0] = (free.gpus, free.cpus, free.mem)
+        if len(at):
+            rows = 1 + np.searchsorted(times, at)
+            for r in range(3):
+                np.add.at(self._cap[:, r, :], (rows, slices[:, 0]), slices[:, 1 + r])
+        np.cumsum(self._cap[: self.size], axis=0, out=self._cap[: self.size])
 
     @property
     def times(self) -> npt.NDArray[np.float64]:
@@ -484,67 +512,63 @@ class Profile:
         """`t` rounded up to the plan's time grid (absolute multiples of the resolution)."""
         return math.ceil(t / self.resolution - 1e-9) * self.resolution
 
+    def _room(self, rows: int) -> None:
+        if self.size + rows > len(self._t):
+            grow = max(rows, len(self._t))
+            self._t = np.concatenate((self._t, np.zeros(grow)))
+            self._cap = np.concatenate((self._cap, np.zeros((grow, *self._cap.shape[1:]), dtype=np.int64)))
+
     def reserve(self, alloc: Allocation, start: float, end: float) -> None:
-        if self.size + 2 > len(self._t):
-            self._t = np.concatenate((self._t, np.zeros_like(self._t)))
-            self._cap = np.concatenate((self._cap, np.zeros_like(self._cap)))
-        k0, k1, self.size = split_rows(self._t, self._cap, self.size, start, end)
-        for s in alloc:
-            self._cap[k0:k1, :, s.node] -= (s.gpus, s.cpus, s.mem_mb)
+        self._room(2)
+        slices = np.array([(s.node, s.gpus, s.cpus, s.mem_mb) for s in alloc], dtype=np.int64)
+        self.size = reserve(self._t, self._cap, self.size, start, end, slices)
 
     def earliest(
         self, demand: Demand, limit: float, horizon: float, not_before: float
     ) -> tuple[float, float, Allocation] | None:
         """The first row start in [not_before, horizon] from which the job fits until its time limit:
         (start, end on the grid, allocation as `place(..., "pack")` picks it on the least free capacity
-        over that span).
-
-        `place` prefers one node to several, then the fewest GPUs left over, then the pool listed first.
-        So: the earliest row on one node of a pool (each pool's row and best node, compiled), unless a
-        pool where the job spans nodes fits strictly earlier; that row's placement is `place`'s own."""
-        times, cap = self.times, self.cap
-        first = int(np.searchsorted(times, not_before, side="left"))
-        last = int(np.searchsorted(times, horizon, side="right"))
-        if first >= last:
+        over that span)."""
+        a = self.arrays
+        out = np.zeros((a.widest, 4), dtype=np.int64)
+        row, end, count = earliest_start(
+            self.times, self.cap, self.resolution, limit, horizon, not_before, demand.gpus,
+            *packed(demand), a.ptr, a.flat, a.gpus, out,
+        )  # fmt: skip
+        if row < 0:
             return None
-        g = demand.gpus
-        single: tuple[int, int, int, int] | None = None  # (row, leftover, k in demand.pools, node)
-        multi = -1
-        for k, p in enumerate(demand.pools):
-            nodes = self.pool_nodes[p]
-            if g <= self.pools[p].gpus:
-                c, m = demand.slice_cpus(k, g), demand.slice_mem(k, g)
-                row, i, left = earliest_on_one_node(
-                    times, cap, first, last, self.resolution, limit, nodes, g, c, m
-                )
-                if row >= 0 and (single is None or (row, left) < single[:2]):
-                    single = (row, left, k, int(nodes[i]))
-            else:
-                row = earliest_on_nodes(
-                    times, cap, first, last, self.resolution, limit, nodes, g,
-                    demand.cpu_per_gpu[k], demand.mem_per_gpu[k],
-                )  # fmt: skip
-                if row >= 0 and (multi < 0 or row < multi):
-                    multi = row
-        if multi >= 0 and (single is None or multi < single[0]):
-            t = float(times[multi])
-            end = self.grid(t + limit)
-            j = max(int(np.searchsorted(times, end, side="left")), multi + 1)
-            low = cap[multi:j].min(axis=0)
-            alloc = place(
-                demand, self.pools, FreeCapacity(low[0].tolist(), low[1].tolist(), low[2].tolist()), "pack"
-            )
-            assert alloc is not None, "the compiled count and place disagree"
-            return t, end, alloc
-        if single is None:
-            return None
-        row, _, k, node = single
-        t = float(times[row])
-        return t, self.grid(t + limit), (Slice(node, g, demand.slice_cpus(k, g), demand.slice_mem(k, g)),)
+        return float(self.times[row]), float(end), _allocation(out[:count])
+
+    def plan(
+        self, jobs: Sequence[tuple[Demand, float]], shapes: dict[tuple[object, ...], int], horizon: float
+    ) -> list[Allocation | None]:
+        """One backfill pass over (demand, time limit) in priority order: every job planned and reserved
+        within the horizon; returns the allocation of each job that starts now (None for the others).
+        `shapes` numbers demand shapes (kept by the caller across passes)."""
+        a = self.arrays
+        n = len(jobs)
+        self._room(2 * n)
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        pools: list[int] = []
+        cpg: list[float] = []
+        mpg: list[float] = []
+        gpus = np.empty(n, dtype=np.int64)
+        limits = np.empty(n, dtype=np.float64)
+        shape = np.empty(n, dtype=np.int64)
+        for j, (demand, limit) in enumerate(jobs):
+            pools += demand.pools
+            cpg += demand.cpu_per_gpu
+            mpg += demand.mem_per_gpu
+            ptr[j + 1] = len(pools)
+            gpus[j], limits[j] = demand.gpus, limit
+            shape[j] = shapes.setdefault(demand.shape, len(shapes))
+        slices = np.zeros((n, a.widest, 4), dtype=np.int64)
+        started, self.size = backfill_pass(
+            self._t, self._cap, self.size, self.now, horizon, self.resolution, a.ptr, a.flat, a.gpus,
+            gpus, limits, shape, ptr, np.array(pools, dtype=np.int64), np.array(cpg), np.array(mpg), slices,
+        )  # fmt: skip
+        return [_allocation(slices[j, :count]) if count else None for j, count in enumerate(started.tolist())]
 
 
-def _add(row: np.ndarray, alloc: Allocation, sign: int) -> None:
-    for s in alloc:
-        row[0, s.node] += sign * s.gpus
-        row[1, s.node] += sign * s.cpus
-        row[2, s.node] += sign * s.mem_mb
+def _allocation(rows: npt.NDArray[np.int64]) -> Allocation:
+    return tuple(Slice(int(n), int(g), int(c), int(m)) for n, g, c, m in rows.tolist())

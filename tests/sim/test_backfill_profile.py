@@ -1,11 +1,13 @@
 """The backfill plan's earliest start, compiled, against the rule written plainly: on every row from
 `not_before` to the horizon, `place(..., "pack")` on the least free capacity over the job's span, the
 first row where it fits wins. Random clusters, running jobs, reservations and demands (one node, many
-nodes, or pools of both kinds); start, end and nodes must agree exactly."""
+nodes, or pools of both kinds); start, end and nodes must agree exactly. And a whole pass, compiled with
+its per-shape memo, against the same rule applied job after job without one."""
 
 from __future__ import annotations
 
 import bisect
+import copy
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 from rltuned.domain import Allocation
 from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import Demand, build_pools, demand_for
-from rltuned.sim.slurm import Profile, SlurmRun
+from rltuned.sim.slurm import Profile, SlurmRun, releases
 from tests.builders import cluster, job
 
 SHAPES = [("A100", 8, 2), ("V100", 4, 3), ("V100", 2, 3)]
@@ -56,7 +58,7 @@ def plans(draw: st.DrawFn) -> tuple[Profile, list[tuple[Demand, float, float, fl
         if alloc is not None:
             free.take(alloc)
             running.append((now + draw(st.integers(-90, 3000)), alloc))
-    profile = Profile(now, free, RESOLUTION, running, run.pools, run._pool_nodes)
+    profile = Profile(now, free, RESOLUTION, releases(running), run.pools, run.pool_arrays)
     horizon = now + draw(st.integers(1, 80)) * 60.0
     asks = []
     for i in range(draw(st.integers(1, 25))):
@@ -78,3 +80,23 @@ def test_the_compiled_earliest_start_is_the_plain_rule(plan: tuple[Profile, list
         assert profile.earliest(demand, limit, horizon, not_before) == expected
         if expected is not None:  # reserve it, as a pass does, so later asks meet a busier profile
             profile.reserve(expected[2], expected[0], expected[1])
+
+
+@given(plans())
+@settings(max_examples=300, deadline=None)
+def test_a_compiled_pass_plans_as_the_plain_rule_job_after_job(plan: tuple[Profile, list]) -> None:  # type: ignore[type-arg]
+    """The pass searches from where the memo says a smaller, shorter job of the same shape could not start
+    earlier; that must change no start: every job that starts now, on its nodes, and the reservations the
+    others leave (the profile after the pass)."""
+    profile, asks = plan
+    plain = copy.deepcopy(profile)
+    horizon = asks[0][2]
+    expected = []
+    for demand, limit, _, _ in asks:
+        found = plainly(plain, demand, limit, horizon, plain.now)
+        if found is not None:
+            plain.reserve(found[2], found[0], found[1])
+        expected.append(found[2] if found is not None and found[0] == plain.now else None)
+    assert profile.plan([(d, limit) for d, limit, _, _ in asks], {}, horizon) == expected
+    assert profile.times.tolist() == plain.times.tolist()
+    assert (profile.cap == plain.cap).all()

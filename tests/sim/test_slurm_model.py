@@ -7,12 +7,9 @@ job id.
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from rltuned.core import CoreSettings, Lever
 from rltuned.sim.simulator import SimResult
-from rltuned.sim.slurm import SlurmParams, SlurmRun, Staircase
+from rltuned.sim.slurm import SlurmParams, SlurmRun
 from rltuned.sim.ticks import TickSettings, run_ticks
 from tests.builders import cluster, job
 
@@ -115,17 +112,3 @@ def test_the_daemons_order_is_followed_at_the_next_start() -> None:
     assert starts(alone) == {0: 0, 1: 100, 2: 150}
     managed = run_ticks(EIGHT, jobs, 0, ticks(Lever(kind="priority")))
     assert starts(managed) == {0: 0, 1: 110, 2: 100}
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 50)), max_size=30), st.integers(-1, 21))
-def test_the_backfill_memo_returns_the_largest_start_at_a_smaller_limit(
-    entries: list[tuple[int, int]], query: int
-) -> None:
-    """The pass remembers, per job shape, the earliest start found at each time limit; a later job with a
-    longer limit starts no earlier than the largest of those at shorter limits."""
-    stair = Staircase()
-    for key, value in entries:
-        stair.add(key, value)
-    expected = max((v for k, v in entries if k <= query), default=-float("inf"))
-    assert stair.at(query) == expected
