@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 from typing import Any, Protocol
 
 from rltuned.core.placement import Placement, Placements
@@ -42,6 +43,9 @@ class Change:
     excluded_nodes: str | None = None
 
 
+UNTOUCHED = Change()
+
+
 class Written:
     """What rltuned has written on which job: the daemon's ledger keeps it on disk (`daemon/ledger.py`),
     the simulator in memory. The planner reads it to keep churn low; appliers record into it."""
@@ -50,7 +54,7 @@ class Written:
         self._changes: dict[int, Change] = dict(changes or {})
 
     def get(self, job_id: int) -> Change:
-        return self._changes.get(job_id, Change())
+        return self._changes.get(job_id, UNTOUCHED)
 
     def record(self, job_id: int, **values: Any) -> None:
         self._changes[job_id] = replace(self.get(job_id), **values)
@@ -136,11 +140,17 @@ class Action:
 
 @dataclass(frozen=True)
 class Plan:
-    jobs: tuple[JobPlan, ...]
     actions: tuple[Action, ...]
     """Capped at `max_actions`, top ranks first."""
     capped: int
     """Actions left for later ticks by the cap."""
+    describe: Callable[[], tuple[JobPlan, ...]] = field(default=tuple, repr=False, compare=False)
+
+    @cached_property
+    def jobs(self) -> tuple[JobPlan, ...]:
+        """One row per managed job, in plan order. Built when read (`plan`, `explain`, the metrics):
+        the simulator's ticks never read them."""
+        return self.describe()
 
 
 def make_plan(
@@ -152,7 +162,6 @@ def make_plan(
     lever: Lever,
 ) -> Plan:
     order = ranking.order
-    base_rank = {job.id: r for r, job in enumerate(ranking.base_order)}
     if lever.kind == "priority":
         targets = priority_targets(
             [j.id for j in order],
@@ -167,9 +176,21 @@ def make_plan(
         targets = {job.id: round(lever.site_factor_max * (n - r) / n) for r, job in enumerate(order)}
     else:
         raise ValueError(f"lever must be one of {LEVERS}, got {lever.kind!r}")
-    rows: list[JobPlan] = []
     actions: list[Action] = []
-    for rank, job in enumerate(order):
+    for job in order:
+        placed = placements.by_job.get(job.id)
+        job_info = info.get(job.id) if placed is not None else None
+        actions.extend(
+            _job_actions(job, targets[job.id], ledger.get(job.id), job_info, placed, cluster, lever)
+        )
+    kept = actions[: lever.max_actions]
+    return Plan(tuple(kept), len(actions) - len(kept), partial(_rows, ranking, placements, targets))
+
+
+def _rows(ranking: Ranking, placements: Placements, targets: Mapping[int, int]) -> tuple[JobPlan, ...]:
+    base_rank = {job.id: r for r, job in enumerate(ranking.base_order)}
+    rows = []
+    for rank, job in enumerate(ranking.order):
         placed = placements.by_job.get(job.id)
         rows.append(
             JobPlan(
@@ -185,10 +206,7 @@ def make_plan(
                 placed.pack if placed else None,
             )
         )
-        change, job_info = ledger.get(job.id), info.get(job.id)
-        actions.extend(_job_actions(job, targets[job.id], change, job_info, placed, cluster, lever))
-    kept = actions[: lever.max_actions]
-    return Plan(tuple(rows), tuple(kept), len(actions) - len(kept))
+    return tuple(rows)
 
 
 def _job_actions(
@@ -245,7 +263,9 @@ def priority_targets(
     if n == 0:
         return {}
     ours = [(i, owned[j]) for i, j in enumerate(order) if j in owned and current.get(j) == owned[j]]
-    keep = _longest_decreasing([(i, value) for i, value in ours if low <= value <= high])
+    inside = [(i, value) for i, value in ours if low <= value <= high]
+    in_order = all(a[1] > b[1] for a, b in itertools.pairwise(inside))  # an unchanged plan: all of it
+    keep = inside if in_order else _longest_decreasing(inside)
     if not keep:
         return _renumber(order, low, high, step)
     targets: dict[int, int] = {}

@@ -9,8 +9,9 @@ and is turned into the same `Ranking` the daemon would write.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +19,7 @@ import numpy.typing as npt
 from rltuned.core.scoring import score_queue
 from rltuned.domain import ClusterSnapshot, Job
 from rltuned.features import Observation, encode
-from rltuned.policies.base import Policy
+from rltuned.policies.base import Policy, rank
 from rltuned.rl.export import LoadedModel
 
 
@@ -26,20 +27,26 @@ from rltuned.rl.export import LoadedModel
 class Ranking:
     order: tuple[Job, ...]
     """Every managed pending job, first to start first."""
-    observation: Observation
+    base_order: tuple[Job, ...]
+    """The managed jobs in base-policy order (the state's rows, then the overflow)."""
     scores: Mapping[int, float]
     """Actor score per visible job id (empty when the base policy ranked)."""
     source: str
     """"model", "base", or "sampled" (training's stochastic ranking)."""
+    observe: Callable[[], Observation] = field(repr=False, compare=False)
+    """The state the ranking was made on (see `observation`)."""
     fallback: str | None = None
     """Why the model was not used this tick (None when it was, or when none is loaded)."""
     features_s: float = 0.0
+    """Time spent building the state (0 when no model asked for it)."""
     policy_s: float = 0.0
 
-    @property
-    def base_order(self) -> tuple[Job, ...]:
-        """The managed jobs in base-policy order (the state's rows, then the overflow)."""
-        return base_order(self.order, self.observation)
+    @cached_property
+    def observation(self) -> Observation:
+        """The state matrix. A base ranking needs none, so it is built only when read (`explain`): the
+        simulator's base side and every tick without a model skip its cost. It is a pure function of the
+        snapshot, so building it later gives what the tick would have built."""
+        return self.observe()
 
 
 def base_order(jobs: Sequence[Job], obs: Observation) -> tuple[Job, ...]:
@@ -50,19 +57,20 @@ def base_order(jobs: Sequence[Job], obs: Observation) -> tuple[Job, ...]:
 def rank_jobs(
     snapshot: ClusterSnapshot, base: Policy, model: LoadedModel | None, max_inference_ms: float
 ) -> Ranking:
+    if model is None or not snapshot.pending:
+        in_base = tuple(rank(base, snapshot))  # the state's rows and overflow are this order
+        return Ranking(in_base, in_base, {}, "base", partial(encode, snapshot, base))
     started = time.perf_counter()
     obs = encode(snapshot, base)
     features_s = time.perf_counter() - started
     in_base = base_order(snapshot.pending, obs)
-    if model is None or not snapshot.pending:
-        return Ranking(in_base, obs, {}, "base", None, features_s, 0.0)
     scored = score_queue(model, obs, max_inference_ms)
     if scored.scores is None:
-        return Ranking(in_base, obs, {}, "base", scored.problem, features_s, scored.seconds)
+        return Ranking(in_base, in_base, {}, "base", lambda: obs, scored.problem, features_s, scored.seconds)
     n = int(obs.mask.sum())
     slots = np.argsort(-scored.scores[:n], kind="stable")  # stable: equal scores keep base order
     ranking = ranking_from_slots(obs, in_base, slots, scored.scores, "model")
-    return Ranking(ranking.order, obs, ranking.scores, "model", None, features_s, scored.seconds)
+    return replace(ranking, features_s=features_s, policy_s=scored.seconds)
 
 
 def ranking_from_slots(
@@ -79,4 +87,4 @@ def ranking_from_slots(
         raise ValueError(f"slots must order the {n} visible rows exactly once, got {chosen[:8]}...")
     order = tuple(in_base[i] for i in chosen) + tuple(in_base[n:])
     by_job = {} if scores is None else {int(obs.job_ids[i]): float(scores[i]) for i in range(n)}
-    return Ranking(order, obs, by_job, source)
+    return Ranking(order, tuple(in_base), by_job, source, lambda: obs)
