@@ -56,8 +56,13 @@ POLICY_INPUTS: Mapping[str, frozenset[str]] = {
     "wfp3": frozenset({NOW, SUBMIT, ESTIMATE, GPUS}),
     # key = -(now - submit) / (log2(gpus + 1) * estimate)
     "unicep": frozenset({NOW, SUBMIT, ESTIMATE, GPUS}),
-    # key = log10(estimate) * gpus + 870 * log10(submit - origin)
+    # key = estimate * gpus
+    "saf": frozenset({ESTIMATE, GPUS}),
+    # key = log10(estimate) * gpus + 870 * log10(submit - origin); F2-F4 alike with other terms
     "f1": frozenset({SUBMIT, ORIGIN, ESTIMATE, GPUS}),
+    "f2": frozenset({SUBMIT, ORIGIN, ESTIMATE, GPUS}),
+    "f3": frozenset({SUBMIT, ORIGIN, ESTIMATE, GPUS}),
+    "f4": frozenset({SUBMIT, ORIGIN, ESTIMATE, GPUS}),
     # age (now - submit), fair-share (the account's usage against everyone's), job size (gpus / total)
     "multifactor": frozenset({NOW, SUBMIT, ACCOUNT, FAIRSHARE_USAGE, GPUS, TOTAL_GPUS}),
     # mean past runtime of the user, else of the account, else the estimate; times gpus
@@ -77,7 +82,7 @@ WHY_UNREADABLE: Mapping[str, str] = {
     ORIGIN: (
         "it measures submit times from the start of the trace window (the snapshot's origin), which a "
         "Slurm snapshot does not have; on epoch-second submit times its 870 * log10(submit) term is "
-        "almost the same for every job, so it ranks differently from training"
+        "almost the same for every job, so it ranks differently from training (F1-F4 alike)"
     ),
 }
 """For each input missing from `READABLE_FROM_SLURM`, what a policy that reads it would do on Slurm."""

@@ -2,9 +2,11 @@
 
 The published code reads a start time that is -1 while a job waits, which makes WFP3 and UNICEP
 meaningless; here wait = now - submit. UNICEP divides by log2(GPUs), which is 0 for a 1-GPU job, so we
-use log2(GPUs + 1). F1's submit time is measured from the context's origin (the simulated trace's
-start), as RLScheduler measures it from the trace start; a Slurm snapshot has no origin, so the daemon
-refuses F1 as a base (core/inputs.py).
+use log2(GPUs + 1). F1-F4 (Carastan-Santos and de Camargo, SC'17: rules fitted to minimize bounded
+slowdown) measure the submit time r from the context's origin (the simulated trace's start), as
+RLScheduler measures it from the trace start; a Slurm snapshot has no origin, so the daemon refuses them
+as a base (core/inputs.py). Estimates below 1 s count as 1 s everywhere (log10 and the ratios need a
+positive length).
 """
 
 from __future__ import annotations
@@ -62,12 +64,66 @@ class Unicep:
 
 
 @dataclass(frozen=True)
+class Saf:
+    """Smallest area first: estimate x GPUs (the GPU-time a job asks for)."""
+
+    name: str = "saf"
+    dynamic: bool = False
+
+    def key(self, job: Job, ctx: PriorityContext) -> float:
+        return max(job.estimate, MIN_RUNTIME_S) * job.gpus
+
+
+def _released(job: Job, ctx: PriorityContext) -> float:
+    """F1-F4's submit time r: seconds since the context's origin, at least 1 (log10 needs r > 0)."""
+    return max(job.submit - ctx.origin, 1.0)
+
+
+@dataclass(frozen=True)
 class F1:
-    """Carastan-Santos et al.'s learned rule: log10(estimate) * GPUs + 870 * log10(submit)."""
+    """Carastan-Santos and de Camargo's (SC'17) first rule: log10(estimate) * GPUs + 870 * log10(r)."""
 
     name: str = "f1"
     dynamic: bool = False
 
     def key(self, job: Job, ctx: PriorityContext) -> float:
-        submit = max(job.submit - ctx.origin, 1.0)
-        return math.log10(max(job.estimate, MIN_RUNTIME_S)) * job.gpus + 870.0 * math.log10(submit)
+        return math.log10(max(job.estimate, MIN_RUNTIME_S)) * job.gpus + 870.0 * math.log10(
+            _released(job, ctx)
+        )
+
+
+@dataclass(frozen=True)
+class F2:
+    """SC'17's second rule: sqrt(estimate) * GPUs + 25,600 * log10(r)."""
+
+    name: str = "f2"
+    dynamic: bool = False
+
+    def key(self, job: Job, ctx: PriorityContext) -> float:
+        return math.sqrt(max(job.estimate, MIN_RUNTIME_S)) * job.gpus + 25_600.0 * math.log10(
+            _released(job, ctx)
+        )
+
+
+@dataclass(frozen=True)
+class F3:
+    """SC'17's third rule: estimate * GPUs + 6,860,000 * log10(r)."""
+
+    name: str = "f3"
+    dynamic: bool = False
+
+    def key(self, job: Job, ctx: PriorityContext) -> float:
+        p, r = max(job.estimate, MIN_RUNTIME_S), _released(job, ctx)
+        return p * job.gpus + 6_860_000.0 * math.log10(r)
+
+
+@dataclass(frozen=True)
+class F4:
+    """SC'17's fourth rule: estimate * sqrt(GPUs) + 530,000 * log10(r)."""
+
+    name: str = "f4"
+    dynamic: bool = False
+
+    def key(self, job: Job, ctx: PriorityContext) -> float:
+        p, r = max(job.estimate, MIN_RUNTIME_S), _released(job, ctx)
+        return p * math.sqrt(job.gpus) + 530_000.0 * math.log10(r)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from rltuned.errors import UsageError
 from rltuned.policies.base import Policy
-from rltuned.policies.heuristics import F1, Fcfs, Sjf, Unicep, Wfp3
+from rltuned.policies.heuristics import F1, F2, F3, F4, Fcfs, Saf, Sjf, Unicep, Wfp3
 from rltuned.policies.multifactor import Multifactor
 from rltuned.policies.qssf import Qssf
 
@@ -15,7 +15,11 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "sjf": Sjf,
     "wfp3": Wfp3,
     "unicep": Unicep,
+    "saf": Saf,
     "f1": F1,
+    "f2": F2,
+    "f3": F3,
+    "f4": F4,
     "multifactor": Multifactor,
     "qssf": Qssf,
 }

@@ -21,14 +21,21 @@ from tests.builders import job
 NOW = 100_000.0
 
 
-@pytest.mark.parametrize("base", ["fcfs", "sjf", "wfp3", "unicep", "SJF"])
+@pytest.mark.parametrize("base", ["fcfs", "sjf", "wfp3", "unicep", "saf", "SJF"])
 def test_bases_that_read_only_what_squeue_and_sinfo_give_are_readable(base: str) -> None:
     assert unreadable_inputs(base) is None
 
 
 @pytest.mark.parametrize(
     ("base", "names"),
-    [("multifactor", ["fair-share", "sshare"]), ("qssf", ["past runtimes", "sacct"]), ("f1", ["origin"])],
+    [
+        ("multifactor", ["fair-share", "sshare"]),
+        ("qssf", ["past runtimes", "sacct"]),
+        ("f1", ["origin"]),
+        ("f2", ["origin"]),
+        ("f3", ["origin"]),
+        ("f4", ["origin"]),
+    ],
 )
 def test_the_other_bases_are_refused_with_the_reason(base: str, names: list[str]) -> None:
     reason = unreadable_inputs(base)
@@ -40,7 +47,7 @@ def test_the_other_bases_are_refused_with_the_reason(base: str, names: list[str]
 
 def test_every_base_policy_has_its_inputs_listed() -> None:
     assert set(POLICY_INPUTS) == set(POLICIES)
-    assert readable_bases() == ("fcfs", "sjf", "wfp3", "unicep")
+    assert readable_bases() == ("fcfs", "sjf", "wfp3", "unicep", "saf")
     with pytest.raises(KeyError):
         unreadable_inputs("lifo")
 

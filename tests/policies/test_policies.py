@@ -40,6 +40,42 @@ def test_f1_measures_submit_from_the_origin() -> None:
     assert f1.key(j, origin_ctx) == pytest.approx(math.log10(1000) * 2 + 870 * math.log10(100))
 
 
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        # estimate 400 s, 4 GPUs, submitted 100 s after the origin (Carastan-Santos and de Camargo, SC'17)
+        ("f1", math.log10(400) * 4 + 870 * 2),
+        ("f2", 20 * 4 + 25_600 * 2),
+        ("f3", 400 * 4 + 6_860_000 * 2),
+        ("f4", 400 * 2 + 530_000 * 2),
+        ("saf", 400 * 4),
+    ],
+)
+def test_sc17_rules_and_saf_by_hand(name: str, expected: float) -> None:
+    at_origin = PriorityContext(5_000, 64, origin=1_000_000)
+    assert make_policy(name).key(job(0, 1_000_100, 4, runtime=50, estimate=400), at_origin) == pytest.approx(
+        expected
+    )
+
+
+def test_saf_prefers_the_smaller_area_not_the_shorter_job() -> None:
+    """A 1-GPU job of 1,000 s (area 1,000) goes before an 8-GPU job of 200 s (area 1,600); SJF does the
+    opposite."""
+    long_thin, short_wide = job(0, 0, 1, 1000), job(1, 0, 8, 200)
+    saf, sjf = make_policy("saf"), make_policy("sjf")
+    assert saf.key(long_thin, ctx(0)) < saf.key(short_wide, ctx(0))
+    assert sjf.key(long_thin, ctx(0)) > sjf.key(short_wide, ctx(0))
+
+
+def test_f3_weighs_submit_time_far_above_area() -> None:
+    """F3's 6.86e6 * log10(r) term: a job submitted 10x later waits behind any job whose area is below
+    6.86e6 GPU-seconds more."""
+    at_origin = PriorityContext(0, 64, origin=0)
+    early_big, late_small = job(0, 100, 8, 100_000), job(1, 1_000, 1, 10)
+    f3 = make_policy("f3")
+    assert f3.key(early_big, at_origin) < f3.key(late_small, at_origin)
+
+
 def test_sjf_reads_the_estimate_never_the_true_runtime() -> None:
     assert make_policy("sjf").key(job(0, 0, 1, runtime=10, estimate=500), ctx(0)) == 500
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rltuned.policies import make_policy
+from rltuned.policies import POLICIES, make_policy
 from rltuned.sim.simulator import SimConfig, Simulator
 from tests.builders import cluster, job
 
@@ -122,7 +122,7 @@ def test_warmup_jobs_load_the_cluster_but_are_not_measured() -> None:
     assert [r.job.id for r in result.background] == [0]
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "sjf", "wfp3", "unicep", "f1", "multifactor", "qssf"])
+@pytest.mark.parametrize("policy", list(POLICIES))
 def test_every_policy_runs_and_is_deterministic(policy: str) -> None:
     spec = cluster(("P100", 4, 2), ("K80", 2, 2))
     jobs = [
