@@ -2,7 +2,9 @@
 
 sched/backfill plans a start for every tested job, and a queue of a few hundred jobs on a profile of a
 few hundred rows is tested every `bf_interval`: the earliest-start search below ran as numpy slices
-and a Python placement per candidate row, about 80 us a job; compiled, it is a few.
+and a Python placement per candidate row, about 80 us a job; compiled, it is a few. A whole pass
+(`backfill_pass`) is one call, so no Python runs per tested job. `place_pack` and its two helpers are
+`placement/greedy.py`'s pack rule on arrays; tests/sim/test_backfill_profile.py holds them to it.
 """
 
 from __future__ import annotations
