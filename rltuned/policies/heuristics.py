@@ -87,9 +87,8 @@ class F1:
     dynamic: bool = False
 
     def key(self, job: Job, ctx: PriorityContext) -> float:
-        return math.log10(max(job.estimate, MIN_RUNTIME_S)) * job.gpus + 870.0 * math.log10(
-            _released(job, ctx)
-        )
+        p, r = max(job.estimate, MIN_RUNTIME_S), _released(job, ctx)
+        return math.log10(p) * job.gpus + 870.0 * math.log10(r)
 
 
 @dataclass(frozen=True)
@@ -100,9 +99,8 @@ class F2:
     dynamic: bool = False
 
     def key(self, job: Job, ctx: PriorityContext) -> float:
-        return math.sqrt(max(job.estimate, MIN_RUNTIME_S)) * job.gpus + 25_600.0 * math.log10(
-            _released(job, ctx)
-        )
+        p, r = max(job.estimate, MIN_RUNTIME_S), _released(job, ctx)
+        return math.sqrt(p) * job.gpus + 25_600.0 * math.log10(r)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
-from rltuned.sim.kernels import backfill_pass, earliest_start, reserve
+from rltuned.sim.kernels import backfill_pass, earliest_start, grid, reserve
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
 from rltuned.slurm.parse import natural_key
@@ -325,11 +325,10 @@ class SlurmRun:
             return
         self.changed, self._last_pass = False, signature
         running = list(self.running.values())
-        if running:
+        released = releases([])
+        if running:  # each job's slice rows were kept when it started (`slice_rows`)
             ends = np.repeat([e.start + e.limit for e in running], [len(e.alloc) for e in running])
             released = (ends, np.concatenate([e.rows for e in running]))
-        else:
-            released = (np.zeros(0), np.zeros((0, 4), dtype=np.int64))
         profile = Profile(now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays)
         horizon = now + p.bf_window_min * 60.0
         plan = profile.plan([(e.demand, e.limit) for e in order], self._shapes, horizon)
@@ -350,7 +349,7 @@ class SlurmRun:
         self._version += 1
         entry.start = now
         entry.alloc = alloc
-        entry.rows = np.array([(s.node, s.gpus, s.cpus, s.mem_mb) for s in alloc], dtype=np.int64)
+        entry.rows = slice_rows(alloc)
         self.free.take(alloc)
         self.running[entry.job.id] = entry
         self.engine.schedule(now + entry.runtime, FINISH, entry)
@@ -456,8 +455,12 @@ def releases(
     """Running jobs as a profile reads them: per slice, the job's time limit's end and (node, GPUs, CPUs,
     memory)."""
     ends = [end for end, alloc in running for _ in alloc]
-    rows = [(s.node, s.gpus, s.cpus, s.mem_mb) for _, alloc in running for s in alloc]
-    return np.array(ends, dtype=np.float64), np.array(rows, dtype=np.int64).reshape(-1, 4)
+    return np.array(ends, dtype=np.float64), slice_rows(tuple(s for _, alloc in running for s in alloc))
+
+
+def slice_rows(alloc: Allocation) -> npt.NDArray[np.int64]:
+    """An allocation as the kernels read it: (node, GPUs, CPUs, memory) per slice."""
+    return np.array([(s.node, s.gpus, s.cpus, s.mem_mb) for s in alloc], dtype=np.int64).reshape(-1, 4)
 
 
 class Profile:
@@ -483,7 +486,7 @@ class Profile:
         self.pools = pools
         self.arrays = arrays
         ends, slices = released
-        at = np.ceil(ends / resolution_s - 1e-9) * resolution_s
+        at = np.ceil(ends / resolution_s - 1e-9) * resolution_s  # `grid`, for every slice at once
         at[at <= now] = self.grid(now + resolution_s / 2)  # past its limit, still running: the next point
         times = np.unique(at)
         # Rows live in arrays with room to spare (a reservation adds up to two): `size` are in use.
@@ -510,7 +513,7 @@ class Profile:
 
     def grid(self, t: float) -> float:
         """`t` rounded up to the plan's time grid (absolute multiples of the resolution)."""
-        return math.ceil(t / self.resolution - 1e-9) * self.resolution
+        return grid(t, self.resolution)
 
     def _room(self, rows: int) -> None:
         if self.size + rows > len(self._t):
@@ -520,8 +523,7 @@ class Profile:
 
     def reserve(self, alloc: Allocation, start: float, end: float) -> None:
         self._room(2)
-        slices = np.array([(s.node, s.gpus, s.cpus, s.mem_mb) for s in alloc], dtype=np.int64)
-        self.size = reserve(self._t, self._cap, self.size, start, end, slices)
+        self.size = reserve(self._t, self._cap, self.size, start, end, slice_rows(alloc))
 
     def earliest(
         self, demand: Demand, limit: float, horizon: float, not_before: float
