@@ -19,6 +19,7 @@ from rltuned.placement.milp import MAX_K, MilpConfig
 from rltuned.policies import POLICIES
 from rltuned.rl import LOOPS, METRIC_NAMES, REWARDS
 from rltuned.rl.args import Args
+from rltuned.rl.splits import SPLITS, disjoint_windows, random_windows, split_range
 from rltuned.sim.runner import PolicyRun, Window, choose_windows, simulate_windows
 from rltuned.sim.simulator import PLACEMENTS, SimConfig
 from rltuned.traces import FORMATS, load_trace
@@ -111,15 +112,22 @@ def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
     ev.add_argument("--estimates", choices=MODELS, default="qssf-noise")
     ev.add_argument("--estimates-seed", type=int, default=0)
     ev.add_argument("--backfill", action=argparse.BooleanOptionalAction, help="default: as trained")
-    ev.add_argument("--sequences", type=int, default=10)
-    ev.add_argument("--jobs", type=int, default=1024)
+    ev.add_argument(
+        "--sequences",
+        type=int,
+        help="random (possibly overlapping) windows instead of the split's disjoint windows; not for results",
+    )
+    ev.add_argument(
+        "--jobs", type=int, help="jobs per window (default: 1,024, 512 or 256, whichever gives 6 windows)"
+    )
     ev.add_argument("--warmup", type=int, help="default: the model's training warm-up")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument(
         "--split",
-        choices=("held-out", "all", "train"),
-        default="held-out",
-        help="train: the training split, for choosing a recipe without looking at held-out results",
+        choices=SPLITS,
+        default="validation",
+        help="validation (first 80%% trains, next 10%%): where every choice is made; test (last 10%%): run "
+        "once per shipped model; all: a trace kept apart from training",
     )
     ev.add_argument("--json", action="store_true")
     ev.add_argument("--plot", help="write box plots and a wait CDF to this PNG")
@@ -272,13 +280,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from rltuned.rl.evaluate import compare, evaluation_jobs, plot, tick_settings_of
+    from rltuned.rl.evaluate import compare, plot, tick_settings_of
     from rltuned.rl.export import load_model
     from rltuned.sim.ticks import TickSettings
 
     _require(args.warmup is None or args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
-    _require(args.sequences >= 1, f"--sequences must be >= 1, got {args.sequences}")
-    _require(args.jobs >= 1, f"--jobs must be >= 1, got {args.jobs}")
     import torch
 
     torch.set_num_threads(1)  # one 256-slot MLP per decision: a second thread only adds overhead
@@ -289,9 +295,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     jobs, model_name = apply_estimates(
         load_trace(_trace_path(args.trace)).jobs, args.estimates, args.estimates_seed
     )
-    jobs = evaluation_jobs(jobs, args.split)
+    span = split_range(len(jobs), args.split)
+    if args.sequences is None:
+        windows = disjoint_windows(span, args.jobs)
+    else:
+        windows = random_windows(span, args.jobs or 1024, args.sequences, args.seed)
     warmup = args.warmup if args.warmup is not None else int(manifest.get("warmup", 0))
-    windows = choose_windows(len(jobs), args.jobs, None, args.sequences, args.seed)
     # Models from before the daemon's loop existed were trained in the paper-replication loop.
     loop = args.loop or str(manifest.get("loop", "paper"))
     backfill = args.backfill if args.backfill is not None else bool(manifest.get("backfill", True))
@@ -312,8 +321,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     header = {
         "model": str(args.model), "trace": args.trace, "split": args.split, "cluster": cluster.name,
         "loop": loop, "estimates": model_name, "estimates_seed": args.estimates_seed,
-        "placement": placement, "backfill": backfill, "warmup_jobs": warmup, "jobs_per_window": args.jobs,
-        "sequences": args.sequences, "window_seed": args.seed,
+        "placement": placement, "backfill": backfill, "warmup_jobs": warmup,
+        "jobs_per_window": windows[0].stop - windows[0].start, "sequences": len(windows),
+        "windows": "disjoint" if args.sequences is None else "random", "window_seed": args.seed,
     }  # fmt: skip
     body = {**header, "results": [r.as_dict() for r in results]}
     if args.plot:

@@ -16,7 +16,7 @@ from rltuned.errors import UsageError
 class Args:
     # Experiment
     trace: str = "philly"
-    """trace file or bundled name; its first 90% by submit time trains"""
+    """trace file or bundled name; its first 80% by submit time trains (rl/splits.py)"""
     cluster: str = "philly-slice"
     """cluster preset or TOML spec"""
     base: str = "fcfs"
@@ -93,6 +93,11 @@ class Args:
     for any number (rl/rollouts.py)"""
     checkpoint_every: int = 5
     """epochs between checkpoints"""
+    validate_every: int = 0
+    """epochs between runs of the deterministic policy on the validation split's disjoint windows (also
+    after the last epoch); the exported actor is then the best on validation, not the last (0: never)"""
+    validation_window: int | None = None
+    """jobs per validation window (default: 1,024, 512 or 256, whichever gives the split six windows)"""
     resume: bool = False
     """continue from out/checkpoint.pt"""
     # Filled at runtime
@@ -122,6 +127,13 @@ class Args:
             (self.imitate_steps >= 1, "imitate_steps", self.imitate_steps, ">= 1"),
             (self.imitate_lr > 0, "imitate_lr", self.imitate_lr, "> 0"),
             (self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every, ">= 1"),
+            (self.validate_every >= 0, "validate_every", self.validate_every, ">= 0 (0: never)"),
+            (
+                self.validation_window is None or self.validation_window >= 1,
+                "validation_window",
+                self.validation_window,
+                ">= 1",
+            ),
             (self.workers >= 0, "workers", self.workers, ">= 0 (0: one per core)"),
         ]
         for ok, name, value, rule in rules:

@@ -182,9 +182,3 @@ def empty_observation() -> dict[str, np.ndarray]:
         "mask": np.zeros(MAX_JOBS, np.bool_),
         "critic": np.zeros((MAX_JOBS, CRITIC_FEATURES), np.float32),
     }
-
-
-def split(jobs: Sequence[Job], held_out: float = 0.1) -> tuple[list[Job], list[Job]]:
-    """The first 90% by submit time trains; the last 10% is held out (jobs are sorted by submit)."""
-    cut = int(len(jobs) * (1.0 - held_out))
-    return list(jobs[:cut]), list(jobs[cut:])

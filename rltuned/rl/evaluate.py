@@ -1,11 +1,12 @@
-"""Honest evaluation: a base policy and its RL-enabled counterpart on the same held-out windows.
+"""Honest evaluation: a base policy and its RL-enabled counterpart on the same windows of one split.
 
 Both sides run the same loop on the same jobs, with the same runtime estimates (noisy by default):
 by default the daemon's loop (`sim/ticks.py`: a decision per tick by the decision core, Slurm's
 schedulers behind it), where the base side is the daemon without a model, so the two sides differ only
 by the model. `SimConfig` instead selects the paper-replication loop (a job chosen per decision, EASY
 behind it), reported only under that name. The agent acts deterministically (the argsort of its
-scores). Windows come from the held-out last 10% of the trace unless `split="all"`.
+scores). Windows are those of `rl/splits.py`: disjoint windows of the validation split (where every
+choice is made) or of the test split (run once per shipped model), each after its preceding jobs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from rltuned.core.scoring import score_queue
 from rltuned.domain import ClusterSpec, Job
 from rltuned.features import encode
 from rltuned.policies import make_policy
-from rltuned.rl.env import split
 from rltuned.rl.export import LoadedModel
 from rltuned.sim.metrics import Metrics, compute_metrics
 from rltuned.sim.runner import METRIC_KEYS, Window
@@ -59,16 +59,6 @@ class Comparison:
         return out
 
 
-def evaluation_jobs(jobs: Sequence[Job], which: str) -> list[Job]:
-    if which == "held-out":
-        return split(jobs)[1]
-    if which == "all":
-        return list(jobs)
-    if which == "train":
-        return split(jobs)[0]
-    raise ValueError(f"split must be held-out, all or train, got {which!r}")
-
-
 def run_rl(simulator: Simulator, model: LoadedModel, jobs: Sequence[Job], warmup: int) -> SimResult:
     """The paper-replication loop's agent: at every decision, the visible job with the highest actor score
     (the base's choice where the model is not trusted, as in the daemon)."""
@@ -79,6 +69,28 @@ def run_rl(simulator: Simulator, model: LoadedModel, jobs: Sequence[Job], warmup
         slot = 0 if scored.scores is None else int(np.argmax(scored.scores))
         episode.choose(int(obs.job_ids[slot]))
     return episode.result
+
+
+Side = Callable[[Sequence[Job], int, LoadedModel | None], SimResult]
+"""Runs one side of a comparison: (jobs, how many of them are warm-up, the model or None) -> result."""
+
+
+def make_side(cluster: ClusterSpec, base: str, config: TickSettings | SimConfig) -> Side:
+    """One side of a comparison in the loop `config` names; the base side is the same call with no model."""
+    if isinstance(config, TickSettings):
+        settings = replace(config, base=base)
+
+        def ticks(chunk: Sequence[Job], warm: int, agent: LoadedModel | None) -> SimResult:
+            return run_ticks(cluster, chunk, warm, settings, agent)
+
+        return ticks
+    # Full passes on the base side too: an agent that always picks the base's choice reproduces it.
+    simulator = Simulator(cluster, make_policy(base), replace(config, incremental=False))
+
+    def paper(chunk: Sequence[Job], warm: int, agent: LoadedModel | None) -> SimResult:
+        return simulator.run(chunk, warm) if agent is None else run_rl(simulator, agent, chunk, warm)
+
+    return paper
 
 
 def compare(
@@ -92,21 +104,8 @@ def compare(
     progress: Callable[[], None] | None = None,
 ) -> Comparison:
     """Each window run by both sides; `model=None` runs the base on both (they must then agree)."""
-    if isinstance(config, TickSettings):
-        settings = replace(config, base=base)
-        loop = "ticks"
-
-        def side(chunk: Sequence[Job], warm: int, agent: LoadedModel | None) -> SimResult:
-            return run_ticks(cluster, chunk, warm, settings, agent)
-
-    else:
-        # Full passes on the base side too: an agent that always picks the base's choice reproduces it.
-        simulator = Simulator(cluster, make_policy(base), replace(config, incremental=False))
-        loop = "paper"
-
-        def side(chunk: Sequence[Job], warm: int, agent: LoadedModel | None) -> SimResult:
-            return simulator.run(chunk, warm) if agent is None else run_rl(simulator, agent, chunk, warm)
-
+    loop = "ticks" if isinstance(config, TickSettings) else "paper"
+    side = make_side(cluster, base, config)
     base_m: list[Metrics] = []
     rl_m: list[Metrics] = []
     base_w: list[float] = []

@@ -48,7 +48,7 @@ def export_actor(actor: nn.Module, out_dir: Path, info: dict[str, Any]) -> Path:
     actor = actor.eval()
     path = out_dir / ACTOR_FILE
     tmp = path.with_suffix(".tmp")
-    with _torchscript():
+    with quiet_torchscript():
         torch.jit.save(torch.jit.freeze(torch.jit.script(actor)), str(tmp))
     tmp.replace(path)
     manifest = {
@@ -90,7 +90,7 @@ def _load(root: Path) -> LoadedModel:
     if digest != manifest.get("sha256"):
         raise ModelLoadError(f"{actor_path}: sha256 {digest[:12]}... does not match the manifest's")
     try:
-        with _torchscript():
+        with quiet_torchscript():
             module = torch.jit.load(str(actor_path), map_location="cpu")
     except (RuntimeError, ValueError) as exc:
         raise ModelLoadError(
@@ -127,7 +127,7 @@ def _check_forward(model: LoadedModel) -> None:
 
 
 @contextmanager
-def _torchscript() -> Iterator[None]:
+def quiet_torchscript() -> Iterator[None]:
     """torch 2.13 marks torch.jit deprecated in favour of torch.export; TorchScript is still the format the
     daemon loads (a self-contained, Python-free archive), so the warnings are silenced here only."""
     with warnings.catch_warnings():

@@ -20,18 +20,21 @@ import numpy as np
 import torch
 
 from rltuned.clusters import load_cluster
+from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
 from rltuned.rl import LOOPS
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.args import Args
-from rltuned.rl.env import SchedulingEnv, split
+from rltuned.rl.env import SchedulingEnv
 from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import export_actor, git_commit
 from rltuned.rl.gae import compute_gae
 from rltuned.rl.imitate import clone, demonstrate
 from rltuned.rl.rollouts import Collector, Rollout, make_collector
+from rltuned.rl.splits import split_range, train_jobs
 from rltuned.rl.tick_env import TickEnv
+from rltuned.rl.validation import Validator, gap
 from rltuned.sim.simulator import SimConfig
 from rltuned.sim.slurm import SlurmParams
 from rltuned.sim.slurm_config import params_from_show_config, params_record
@@ -39,34 +42,52 @@ from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
+BEST_FILE = "best.pt"
+"""The actor's weights at the best validation score so far (exported instead of the last)."""
 IMITATION_SEED_OFFSET = 999_000
 """Keeps the imitation's windows apart from the PPO epochs' (seed * 1_000_003 + epoch * 1000 + e,
 epoch < 999)."""
 
 
 def make_env(args: Args) -> SchedulingEnv | TickEnv:
-    trace = load_trace(resolve_trace(args.trace))
-    jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
-    args.extra["estimates_resolved"] = model
-    train, held_out = split(jobs)
+    jobs, cluster = _trace_and_cluster(args)
+    train = train_jobs(jobs)
     if len(train) < args.window + args.warmup:
         raise UsageError(
             f"the training split has {len(train)} jobs; "
             f"--window {args.window} + --warmup {args.warmup} need more"
         )
     args.extra["train_jobs"] = len(train)
-    args.extra["held_out_jobs"] = len(held_out)
-    cluster = load_cluster(args.cluster)
+    args.extra["validation_jobs"] = len(split_range(len(jobs), "validation"))
+    args.extra["test_jobs"] = len(split_range(len(jobs), "test"))
     if args.loop == "ticks":
         return TickEnv(
             train, cluster, tick_settings(args), args.metric, args.window, args.warmup, args.reward
         )
-    if args.loop != "paper":
-        raise UsageError(f"--loop must be one of {LOOPS}, got {args.loop!r}")
-    config = SimConfig(placement=args.placement, backfill=args.backfill)
     return SchedulingEnv(
-        train, cluster, args.base, args.metric, args.window, config, args.warmup, args.reward
+        train, cluster, args.base, args.metric, args.window, loop_config(args), args.warmup, args.reward
     )
+
+
+def make_validator(args: Args) -> Validator:
+    """The validation split's windows in the training loop, warmed up like the training episodes."""
+    jobs, cluster = _trace_and_cluster(args)
+    config = tick_settings(args) if args.loop == "ticks" else loop_config(args)
+    return Validator(jobs, cluster, args.base, config, args.warmup, args.metric, args.validation_window)
+
+
+def _trace_and_cluster(args: Args) -> tuple[list[Job], ClusterSpec]:
+    if args.loop not in LOOPS:
+        raise UsageError(f"--loop must be one of {LOOPS}, got {args.loop!r}")
+    trace = load_trace(resolve_trace(args.trace))
+    jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
+    args.extra["estimates_resolved"] = model
+    return jobs, load_cluster(args.cluster)
+
+
+def loop_config(args: Args) -> SimConfig:
+    """The paper-replication loop's settings."""
+    return SimConfig(placement=args.placement, backfill=args.backfill)
 
 
 def tick_settings(args: Args) -> TickSettings:
@@ -185,12 +206,25 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
         args.extra["imitation_decisions"] = len(demo.returns)
         args.extra["imitation_wall_s"] = time.perf_counter() - t0
         del demo
-    collector = make_collector(partial(make_env, args), env, args.rank_prior, args.workers)
+    validator = make_validator(args) if args.validate_every else None
+    collector = make_collector(
+        partial(make_env, args),
+        env,
+        args.rank_prior,
+        args.workers,
+        partial(make_validator, args) if validator is not None else None,
+        validator,
+    )
     args.extra["workers"] = collector.workers
     try:
+        if validator is not None and "validation_base_scores" not in args.extra:
+            args.extra["validation_base_scores"] = collector.validate(None)
         curve = _epochs(args, collector, agent, (pi_opt, vf_opt), curve, wall_before - t0, progress)
     finally:
         collector.close()
+    best = out / BEST_FILE
+    if validator is not None and best.is_file():
+        agent.actor.load_state_dict(torch.load(best, weights_only=True))
     info = {k: v for k, v in asdict(args).items() if k not in ("extra", "resume", "out")}
     info.update(args.extra)
     info["epochs_done"] = len(curve)
@@ -219,6 +253,7 @@ def _epochs(
             agent.actor.fit_input(torch.from_numpy(np.stack(ro.actor)), torch.from_numpy(np.stack(ro.mask)))
         stats = update(agent, pi_opt, vf_opt, ro, args)
         wall = time.perf_counter() + clock_offset
+        over_budget = args.minutes is not None and wall >= args.minutes * 60
         row = {
             "epoch": float(epoch + 1),
             "charts/episode_reward": float(np.mean(ro.episode_rewards)),
@@ -226,13 +261,16 @@ def _epochs(
             "charts/agent_score": float(np.mean(ro.agent_scores)),
             "charts/decisions": float(len(ro.actions)),
             **stats,
-            "time/wall_s": wall,
         }
+        last = epoch + 1 == args.epochs or over_budget
+        if args.validate_every and ((epoch + 1) % args.validate_every == 0 or last):
+            row.update(_validate(args, collector, agent, epoch + 1))
+            wall = time.perf_counter() + clock_offset
+        row["time/wall_s"] = wall
         curve.append(row)
         _write_curve(out, curve)
         if progress is not None:
             progress(epoch + 1, row)
-        over_budget = args.minutes is not None and wall >= args.minutes * 60
         if (epoch + 1) % args.checkpoint_every == 0 or epoch + 1 == args.epochs or over_budget:
             _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall, args.extra)
         if over_budget:
@@ -240,10 +278,37 @@ def _epochs(
     return curve
 
 
+def _validate(args: Args, collector: Collector, agent: ActorCritic, epoch: int) -> dict[str, float]:
+    """Score the deterministic policy on the validation windows; keep its actor if it is the best yet."""
+    base = args.extra["validation_base_scores"]
+    scores = collector.validate(agent)
+    g = gap(base, scores, args.metric)
+    best = args.extra.get("validation")
+    if best is None or g > best["gap"]:
+        path = Path(args.out) / BEST_FILE
+        tmp = path.with_suffix(".tmp")
+        torch.save(agent.actor.state_dict(), tmp)
+        tmp.replace(path)
+        args.extra["validation"] = {
+            "epoch": epoch,
+            "gap": g,
+            "base_score": float(np.mean(base)),
+            "agent_score": float(np.mean(scores)),
+            "windows": len(scores),
+            "wins": int(sum(_better(a, b, args.metric) for a, b in zip(scores, base, strict=True))),
+        }
+    return {"val/base_score": float(np.mean(base)), "val/agent_score": float(np.mean(scores)), "val/gap": g}
+
+
+def _better(agent: float, base: float, metric: str) -> bool:
+    return agent > base if metric == "util" else agent < base
+
+
 def _write_curve(out: Path, curve: list[dict[str, float]]) -> None:
     (out / "curve.json").write_text(json.dumps(curve, indent=1) + "\n")
     with (out / "curve.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(curve[0]))
+        # Validation columns appear only in the epochs that validated: the header is every row's keys.
+        writer = csv.DictWriter(handle, fieldnames=list(dict.fromkeys(k for row in curve for k in row)))
         writer.writeheader()
         writer.writerows(curve)
 

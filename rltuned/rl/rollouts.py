@@ -4,7 +4,8 @@ Every episode takes its window and its policy's sampling noise from its own seed
 reset seed, and a torch generator seeded alike), and the batch lists episodes in seed order. So the
 batch does not depend on which worker ran which episode: n workers give exactly the batch one gives,
 only sooner. Workers build their own environment once (loading the trace) and receive the policy's
-weights with every episode.
+weights with every episode. The same workers score the deterministic policy on the validation windows
+(`rl/validation.py`), one window per task.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ import torch
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.env import SchedulingEnv
 from rltuned.rl.tick_env import TickEnv
+from rltuned.rl.validation import Validator, frozen
 
 Env = SchedulingEnv | TickEnv
 EnvFactory = Callable[[], Env]
+ValidatorFactory = Callable[[], Validator]
 
 
 @dataclass
@@ -77,14 +80,19 @@ class Collector(Protocol):
 
     def collect(self, agent: ActorCritic, seeds: Sequence[int]) -> Rollout: ...
 
+    def validate(self, agent: ActorCritic | None) -> list[float]:
+        """The deterministic policy's score on every validation window (the base policy's for None)."""
+        ...
+
     def close(self) -> None: ...
 
 
 class LocalCollector:
     """Episodes one after another in this process."""
 
-    def __init__(self, env: Env) -> None:
+    def __init__(self, env: Env, validator: Validator | None = None) -> None:
         self.env = env
+        self.validator = validator
         self.workers = 1
 
     def collect(self, agent: ActorCritic, seeds: Sequence[int]) -> Rollout:
@@ -93,6 +101,12 @@ class LocalCollector:
             ro.extend(run_episode(self.env, agent, seed))
         return ro
 
+    def validate(self, agent: ActorCritic | None) -> list[float]:
+        if self.validator is None:
+            raise RuntimeError("this collector was built without a validation split")
+        model = None if agent is None else frozen(agent.actor)
+        return [self.validator.score(model, i) for i in range(len(self.validator.windows))]
+
     def close(self) -> None:
         pass
 
@@ -100,10 +114,20 @@ class LocalCollector:
 class ProcessCollector:
     """Episodes spread over worker processes (spawned, so no torch or trace state is shared by fork)."""
 
-    def __init__(self, make_env: EnvFactory, rank_prior: float, workers: int) -> None:
+    def __init__(
+        self,
+        make_env: EnvFactory,
+        rank_prior: float,
+        workers: int,
+        make_validator: ValidatorFactory | None = None,
+        validation_windows: int = 0,
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self.workers = workers
-        self.pool = context.Pool(workers, initializer=_init_worker, initargs=(make_env, rank_prior))
+        self.validation_windows = validation_windows
+        self.pool = context.Pool(
+            workers, initializer=_init_worker, initargs=(make_env, rank_prior, make_validator)
+        )
 
     def collect(self, agent: ActorCritic, seeds: Sequence[int]) -> Rollout:
         state = {k: v.detach().clone() for k, v in agent.state_dict().items()}
@@ -112,17 +136,31 @@ class ProcessCollector:
             ro.extend(part)
         return ro
 
+    def validate(self, agent: ActorCritic | None) -> list[float]:
+        if not self.validation_windows:
+            raise RuntimeError("this collector was built without a validation split")
+        state = None if agent is None else {k: v.detach().clone() for k, v in agent.state_dict().items()}
+        return self.pool.map(_worker_validate, [(state, i) for i in range(self.validation_windows)], 1)
+
     def close(self) -> None:
         self.pool.close()
         self.pool.join()
 
 
-def make_collector(make_env: EnvFactory, env: Env, rank_prior: float, workers: int) -> Collector:
-    """`workers` processes (0: one per core); one worker runs in this process on `env`."""
+def make_collector(
+    make_env: EnvFactory,
+    env: Env,
+    rank_prior: float,
+    workers: int,
+    make_validator: ValidatorFactory | None = None,
+    validator: Validator | None = None,
+) -> Collector:
+    """`workers` processes (0: one per core); one worker runs in this process on `env` and `validator`."""
     n = workers or default_workers()
     if n <= 1:
-        return LocalCollector(env)
-    return ProcessCollector(make_env, rank_prior, n)
+        return LocalCollector(env, validator)
+    windows = 0 if validator is None else len(validator.windows)
+    return ProcessCollector(make_env, rank_prior, n, make_validator, windows)
 
 
 def default_workers() -> int:
@@ -135,15 +173,26 @@ class _Worker:
 
     env: Env
     agent: ActorCritic
+    validator: Validator | None
 
 
-def _init_worker(make_env: EnvFactory, rank_prior: float) -> None:
+def _init_worker(make_env: EnvFactory, rank_prior: float, make_validator: ValidatorFactory | None) -> None:
     torch.set_num_threads(1)
     _Worker.env = make_env()
     _Worker.agent = ActorCritic(rank_prior)
+    _Worker.validator = None if make_validator is None else make_validator()
 
 
 def _worker_episode(task: tuple[dict[str, torch.Tensor], int]) -> Rollout:
     state, seed = task
     _Worker.agent.load_state_dict(state)
     return run_episode(_Worker.env, _Worker.agent, seed)
+
+
+def _worker_validate(task: tuple[dict[str, torch.Tensor] | None, int]) -> float:
+    state, window = task
+    assert _Worker.validator is not None
+    if state is None:
+        return _Worker.validator.score(None, window)
+    _Worker.agent.load_state_dict(state)
+    return _Worker.validator.score(frozen(_Worker.agent.actor), window)

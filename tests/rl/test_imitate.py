@@ -19,6 +19,7 @@ from rltuned.rl.export import load_model
 from rltuned.rl.imitate import clone, demonstrate
 from rltuned.rl.ppo import IMITATION_SEED_OFFSET, Args, train
 from rltuned.rl.rollouts import LocalCollector
+from rltuned.rl.splits import train_jobs
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
 from tests.rl.test_training import write_trace
@@ -41,7 +42,7 @@ def exact_jobs(trace: Path) -> list[Job]:
 
 def env_for(burst: tuple[Path, Path], base: str) -> SchedulingEnv:
     trace, spec = burst
-    jobs = exact_jobs(trace)[:1800]
+    jobs = train_jobs(exact_jobs(trace))  # what training sees
     return SchedulingEnv(jobs, load_cluster(str(spec)), base, "bsld", 64, SimConfig(backfill=False),
                          reward_mode="dense")  # fmt: skip
 

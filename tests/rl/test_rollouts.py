@@ -11,7 +11,7 @@ import torch
 
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.args import Args
-from rltuned.rl.ppo import make_env
+from rltuned.rl.ppo import make_env, make_validator
 from rltuned.rl.rollouts import LocalCollector, ProcessCollector, Rollout, run_episode
 from tests.rl.test_training import burst
 
@@ -48,10 +48,14 @@ def test_two_workers_give_the_batch_one_gives(tmp_path: Path, loop: str) -> None
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the trainer and every worker run: reductions sum in one order
     seeds = range(10, 14)
-    one = LocalCollector(make_env(args)).collect(agent, seeds)
-    two = ProcessCollector(partial(make_env, args), 0.0, workers=2)
+    local = LocalCollector(make_env(args), make_validator(args))
+    one = local.collect(agent, seeds)
+    windows = len(local.validator.windows) if local.validator else 0
+    two = ProcessCollector(partial(make_env, args), 0.0, 2, partial(make_validator, args), windows)
     try:
         assert_same(one, two.collect(agent, seeds))
+        assert two.validate(agent) == local.validate(agent)
+        assert two.validate(None) == local.validate(None) != local.validate(agent)
     finally:
         two.close()
         torch.set_num_threads(threads)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +17,8 @@ from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.evaluate import compare, tick_settings_of
 from rltuned.rl.export import load_model
-from rltuned.rl.ppo import Args, train
-from rltuned.sim.runner import choose_windows
+from rltuned.rl.ppo import Args, make_validator, train
+from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
 
@@ -69,8 +71,8 @@ def test_short_training_run_beats_fcfs_on_held_out_windows(tmp_path: Path, rewar
                 backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "model"), epochs=20,
                 episodes_per_epoch=8, pi_lr=3e-3, vf_lr=3e-3, reward=reward, loop="paper")  # fmt: skip
     model = load_model(train(args))
-    jobs = load_trace(trace).jobs[3600:]  # the held-out last 10%
-    windows = choose_windows(len(jobs), 64, None, 5, seed=3)
+    jobs = load_trace(trace).jobs
+    windows = disjoint_windows(split_range(len(jobs), "test"), 64)
     result = compare(model, jobs, load_cluster(str(spec)), "fcfs", SimConfig(backfill=False), windows, 0)
     base = np.mean([m.avg_bsld for m in result.base_metrics])
     rl = np.mean([m.avg_bsld for m in result.rl_metrics])
@@ -113,18 +115,35 @@ def test_fitted_inputs_are_standardized_over_real_slots_and_leave_the_initial_po
 
 
 @pytest.mark.slow
-def test_short_training_run_in_the_daemons_loop_beats_its_base(tmp_path: Path) -> None:
+def test_short_training_run_in_the_daemons_loop_beats_its_base_and_ships_its_best_validated_actor(
+    tmp_path: Path,
+) -> None:
     """The same burst trace in the daemon's loop: a ranking per 60 s tick, Slurm's main scheduler behind
-    it. The base side is the daemon without a model; the untrained agent's argsort is exactly that."""
+    it. The base side is the daemon without a model; the untrained agent's argsort is exactly that. The
+    exported actor is the one that scored best on the validation split, and it is scored on test windows
+    it was never chosen on."""
     trace, spec = burst(tmp_path)
     args = Args(trace=str(trace), cluster=str(spec), base="fcfs", metric="bsld", estimates="exact",
                 backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "model"), epochs=20,
-                episodes_per_epoch=8, pi_lr=3e-3, vf_lr=3e-3, reward="dense", loop="ticks")  # fmt: skip
+                episodes_per_epoch=8, pi_lr=1e-2, vf_lr=3e-3, num_minibatches=16, reward="dense",
+                gamma=0.99, gae_lambda=0.95, loop="ticks", validate_every=5,
+                validation_window=64)  # fmt: skip
     model = load_model(train(args))
-    assert model.manifest["loop"] == "ticks"
-    jobs = load_trace(trace).jobs[3600:]
-    windows = choose_windows(len(jobs), 64, None, 5, seed=3)
-    settings = tick_settings_of(model.manifest, "fcfs")
+    manifest = model.manifest
+    assert manifest["loop"] == "ticks" and manifest["train_jobs"] == 3200 and manifest["test_jobs"] == 400
+    curve = json.loads((tmp_path / "model" / "curve.json").read_text())
+    validated = {int(r["epoch"]): r["val/gap"] for r in curve if "val/gap" in r}
+    assert sorted(validated) == [5, 10, 15, 20]
+    chosen = manifest["validation"]
+    assert validated[chosen["epoch"]] == max(validated.values()) == chosen["gap"] > 0
+    # The shipped file ranks as the chosen epoch did: its validation score is the recorded one.
+    validator = make_validator(replace(args, extra={}))
+    shipped = [validator.score(model, i) for i in range(len(validator.windows))]
+    assert len(shipped) == chosen["windows"] == 6
+    assert np.mean(shipped) == pytest.approx(chosen["agent_score"])
+    jobs = load_trace(trace).jobs
+    windows = disjoint_windows(split_range(len(jobs), "test"), 64)
+    settings = tick_settings_of(manifest, "fcfs")
     assert not settings.slurm.backfill
     result = compare(model, jobs, load_cluster(str(spec)), "fcfs", settings, windows, 0)
     base = np.mean([m.avg_bsld for m in result.base_metrics])

@@ -1,0 +1,62 @@
+"""Choosing the checkpoint on the validation split, in the loop the model was trained in.
+
+Every few epochs the trainer runs the deterministic policy (the argsort of the actor's scores, frozen to
+TorchScript exactly as `export_actor` freezes it, so the daemon's code path ranks) on every disjoint
+window of the validation split, and keeps the actor with the best score relative to the base policy.
+The test split is never read here.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from rltuned.domain import ClusterSpec, Job
+from rltuned.rl.env import reward, score
+from rltuned.rl.evaluate import make_side
+from rltuned.rl.export import LoadedModel, quiet_torchscript
+from rltuned.rl.splits import disjoint_windows, split_range
+from rltuned.sim.metrics import compute_metrics
+from rltuned.sim.simulator import SimConfig
+from rltuned.sim.ticks import TickSettings
+
+
+class Validator:
+    """Scores a model (or the base policy, `model=None`) on one validation window at a time."""
+
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        cluster: ClusterSpec,
+        base: str,
+        config: TickSettings | SimConfig,
+        warmup: int,
+        metric: str,
+        window: int | None = None,
+    ) -> None:
+        self.jobs = list(jobs)
+        self.windows = disjoint_windows(split_range(len(jobs), "validation"), window)
+        self.warmup = warmup
+        self.metric = metric
+        self.side = make_side(cluster, base, config)
+
+    def score(self, model: LoadedModel | None, window: int) -> float:
+        chunk, warm = self.windows[window].with_warmup(self.jobs, self.warmup)
+        return score(compute_metrics(self.side(chunk, warm, model)), self.metric)
+
+
+def frozen(actor: nn.Module) -> LoadedModel:
+    """The actor as the daemon would load it (scripted and frozen), without writing it to disk."""
+    with quiet_torchscript():
+        module = torch.jit.freeze(torch.jit.script(copy.deepcopy(actor).eval()))
+    return LoadedModel(module, {}, Path("(training)"))
+
+
+def gap(base_scores: Sequence[float], agent_scores: Sequence[float], metric: str) -> float:
+    """The paper's normalized gap between the mean scores over the windows (positive: the model is better)."""
+    return reward(float(np.mean(base_scores)), float(np.mean(agent_scores)), metric)
