@@ -45,7 +45,7 @@ class Comparison:
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"base": self.base, "loop": self.loop, "windows": len(self.base_metrics)}
-        for key in ("avg_bsld", "avg_wait_s", "avg_jct_s", "gpu_util", "p95_wait_s", "makespan_s"):
+        for key in METRIC_KEYS:
             b = np.array([getattr(m, key) for m in self.base_metrics])
             r = np.array([getattr(m, key) for m in self.rl_metrics])
             better = (b.mean() - r.mean()) if LOWER_IS_BETTER[key] else (r.mean() - b.mean())

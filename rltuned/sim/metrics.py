@@ -23,6 +23,7 @@ class Metrics:
     p50_wait_s: float
     p95_wait_s: float
     p99_wait_s: float
+    max_wait_s: float
     fairness: float
     """Worst user's mean bounded slowdown over the mean of all jobs (1 = perfectly even)."""
 
@@ -34,7 +35,7 @@ def compute_metrics(result: SimResult) -> Metrics:
     records = result.records
     if not records:
         nan = float("nan")
-        return Metrics(0, len(result.dropped), nan, nan, nan, nan, 0.0, nan, nan, nan, nan)
+        return Metrics(0, len(result.dropped), nan, nan, nan, nan, 0.0, nan, nan, nan, nan, nan)
     submit = np.fromiter((r.job.submit for r in records), np.float64, len(records))
     start = np.fromiter((r.start for r in records), np.float64, len(records))
     end = np.fromiter((r.end for r in records), np.float64, len(records))
@@ -55,6 +56,7 @@ def compute_metrics(result: SimResult) -> Metrics:
         p50_wait_s=float(p50),
         p95_wait_s=float(p95),
         p99_wait_s=float(p99),
+        max_wait_s=float(wait.max()),
         fairness=_fairness(result, bsld),
     )
 

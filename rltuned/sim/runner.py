@@ -23,6 +23,7 @@ METRIC_KEYS = (
     "p50_wait_s",
     "p95_wait_s",
     "p99_wait_s",
+    "max_wait_s",
     "fairness",
 )
 
