@@ -11,7 +11,7 @@ from typing import Any
 
 from rltuned import __version__
 from rltuned.clusters import load_cluster
-from rltuned.dataclass_cli import add_fields, from_namespace
+from rltuned.dataclass_cli import add_fields, from_namespace, parse_grid
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError, exit_with
 from rltuned.estimates import MODELS, apply_estimates
@@ -82,8 +82,27 @@ def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
         description="Train a PPO policy against the simulator and export it. Every flag is a field of "
         "rltuned.rl.args.Args (its docstring is the help below).",
     )
+    _add_args_fields(tr)
+    sw = sub.add_parser(
+        "sweep",
+        help="train one model per grid point on Ray Tune and rank them on the validation split",
+        description="Every flag of `train`, plus --grid: one trial per point of the grid, each judged on "
+        "the validation split (never test). --ray is the Ray cluster the trials run on (local: start one).",
+    )
+    _add_args_fields(sw)
+    sw.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2",
+        help="values of one training flag to try (repeat for a product grid), e.g. --grid seed=1,2,3",
+    )
+    sw.add_argument("--cpus-per-trial", type=int, default=1, help="rollout processes per trial")
+
+
+def _add_args_fields(parser: argparse.ArgumentParser) -> None:
     add_fields(
-        tr,
+        parser,
         Args,
         skip=("extra",),
         required=("trace", "cluster", "out"),
@@ -279,6 +298,23 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rltuned.rl.sweep import render, sweep
+
+    base = from_namespace(Args, args)
+    _policy_list(base.base, "base policy")
+    load_cluster(base.cluster)
+    _trace_path(base.trace)
+    _require(args.cpus_per_trial >= 1, f"--cpus-per-trial must be >= 1, got {args.cpus_per_trial}")
+    try:
+        grid = parse_grid(Args, args.grid)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    trials = sweep(base, grid, Path(base.out), base.ray or "local", args.cpus_per_trial)
+    print(render(trials, base.metric, _fmt))
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from rltuned.rl.evaluate import compare, plot, tick_settings_of
     from rltuned.rl.export import load_model
@@ -406,6 +442,7 @@ def _pairs(reply: dict[str, Any]) -> str:
 COMMANDS = {
     "simulate": cmd_simulate,
     "train": cmd_train,
+    "sweep": cmd_sweep,
     "evaluate": cmd_evaluate,
     **{
         name: cmd_control

@@ -90,3 +90,37 @@ def _scalar(hint: Any, name: str) -> type:
     if hint in (int, float, str, bool):
         return typing.cast(type, hint)
     raise TypeError(f"field {name}: no command-line type for {hint!r}")
+
+
+def parse_grid(cls: type, specs: Sequence[str]) -> dict[str, list[Any]]:
+    """`FIELD=V1,V2,...` (flag spelling or field name), each value typed as the field is: the grid of a
+    sweep, checked before any trial starts."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    grid: dict[str, list[Any]] = {}
+    for spec in specs:
+        key, sep, text = spec.partition("=")
+        name = key.strip().lstrip("-").replace("-", "_")
+        if not sep or not text.strip():
+            raise ValueError(f"--grid {spec!r}: expected FIELD=V1,V2,...")
+        if name not in names or name == "extra":
+            raise ValueError(f"--grid {spec!r}: {name!r} is not a training flag")
+        kind = _scalar(hints[name], name)
+        try:
+            grid[name] = [_convert(kind, v.strip()) for v in text.split(",")]
+        except ValueError as exc:
+            raise ValueError(f"--grid {spec!r}: {exc}") from None
+    return grid
+
+
+def _convert(kind: type, text: str) -> Any:
+    if kind is bool:
+        if text.lower() in ("true", "yes", "1"):
+            return True
+        if text.lower() in ("false", "no", "0"):
+            return False
+        raise ValueError(f"{text!r} is not a boolean")
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a {kind.__name__}") from None

@@ -91,6 +91,10 @@ class Args:
     workers: int = 0
     """rollout worker processes, each running whole episodes (0: one per core); the batch is the same
     for any number (rl/rollouts.py)"""
+    ray: str | None = None
+    """run the rollout workers as Ray actors on this Ray cluster (an address as `ray.init` takes it, e.g.
+    `auto` or `ray://head:10001`, or `local` to start Ray on this machine); `workers` of them, 0: one per
+    CPU the cluster offers (needs `pip install 'rltuned[ray]'`)"""
     checkpoint_every: int = 5
     """epochs between checkpoints"""
     validate_every: int = 0

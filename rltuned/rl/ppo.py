@@ -214,6 +214,7 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
         args.workers,
         partial(make_validator, args) if validator is not None else None,
         validator,
+        args.ray,
     )
     args.extra["workers"] = collector.workers
     try:

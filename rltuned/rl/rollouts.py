@@ -111,6 +111,39 @@ class LocalCollector:
         pass
 
 
+State = dict[str, torch.Tensor]
+
+
+class Worker:
+    """What runs episodes away from the trainer: its own environment, agent and validator, built once
+    (loading the trace), then handed the policy's weights with every task. The same class runs in a
+    worker process and as a Ray actor."""
+
+    def __init__(
+        self, make_env: EnvFactory, rank_prior: float, make_validator: ValidatorFactory | None
+    ) -> None:
+        torch.set_num_threads(1)
+        self.env = make_env()
+        self.agent = ActorCritic(rank_prior)
+        self.validator = None if make_validator is None else make_validator()
+
+    def episode(self, state: State, seed: int) -> Rollout:
+        self.agent.load_state_dict(state)
+        return run_episode(self.env, self.agent, seed)
+
+    def validate(self, state: State | None, window: int) -> float:
+        if self.validator is None:
+            raise RuntimeError("this worker was built without a validation split")
+        if state is None:
+            return self.validator.score(None, window)
+        self.agent.load_state_dict(state)
+        return self.validator.score(frozen(self.agent.actor), window)
+
+
+def weights(agent: ActorCritic) -> State:
+    return {k: v.detach().clone() for k, v in agent.state_dict().items()}
+
+
 class ProcessCollector:
     """Episodes spread over worker processes (spawned, so no torch or trace state is shared by fork)."""
 
@@ -130,7 +163,7 @@ class ProcessCollector:
         )
 
     def collect(self, agent: ActorCritic, seeds: Sequence[int]) -> Rollout:
-        state = {k: v.detach().clone() for k, v in agent.state_dict().items()}
+        state = weights(agent)
         ro = Rollout()
         for part in self.pool.imap(_worker_episode, [(state, seed) for seed in seeds]):
             ro.extend(part)
@@ -139,12 +172,59 @@ class ProcessCollector:
     def validate(self, agent: ActorCritic | None) -> list[float]:
         if not self.validation_windows:
             raise RuntimeError("this collector was built without a validation split")
-        state = None if agent is None else {k: v.detach().clone() for k, v in agent.state_dict().items()}
+        state = None if agent is None else weights(agent)
         return self.pool.map(_worker_validate, [(state, i) for i in range(self.validation_windows)], 1)
 
     def close(self) -> None:
         self.pool.close()
         self.pool.join()
+
+
+class RayCollector:
+    """Episodes on Ray actors, on this machine or across a Ray cluster; the batch is the one a single
+    process collects (episodes come back in seed order whichever actor ran them)."""
+
+    def __init__(
+        self,
+        address: str,
+        make_env: EnvFactory,
+        rank_prior: float,
+        workers: int,
+        make_validator: ValidatorFactory | None = None,
+        validation_windows: int = 0,
+    ) -> None:
+        import ray
+        from ray.util import ActorPool
+
+        if not ray.is_initialized():
+            # "local" starts a Ray instance in this process; anything else joins an existing cluster.
+            ray.init(address=None if address == "local" else address, include_dashboard=False,
+                     log_to_driver=False, configure_logging=False)  # fmt: skip
+        n = workers or max(1, int(ray.available_resources().get("CPU", 1)))
+        actor = ray.remote(num_cpus=1)(Worker)
+        self.workers = n
+        self.validation_windows = validation_windows
+        self.actors = [actor.remote(make_env, rank_prior, make_validator) for _ in range(n)]
+        self.pool = ActorPool(self.actors)
+        self._ray = ray
+
+    def collect(self, agent: ActorCritic, seeds: Sequence[int]) -> Rollout:
+        state = self._ray.put(weights(agent))
+        ro = Rollout()
+        for part in self.pool.map(lambda a, seed: a.episode.remote(state, seed), list(seeds)):
+            ro.extend(part)
+        return ro
+
+    def validate(self, agent: ActorCritic | None) -> list[float]:
+        if not self.validation_windows:
+            raise RuntimeError("this collector was built without a validation split")
+        state = None if agent is None else self._ray.put(weights(agent))
+        tasks = list(range(self.validation_windows))
+        return list(self.pool.map(lambda a, window: a.validate.remote(state, window), tasks))
+
+    def close(self) -> None:
+        for actor in self.actors:
+            self._ray.kill(actor)  # type: ignore[arg-type]
 
 
 def make_collector(
@@ -154,12 +234,16 @@ def make_collector(
     workers: int,
     make_validator: ValidatorFactory | None = None,
     validator: Validator | None = None,
+    ray_address: str | None = None,
 ) -> Collector:
-    """`workers` processes (0: one per core); one worker runs in this process on `env` and `validator`."""
+    """Ray actors at `ray_address`, else `workers` processes (0: one per core); a single worker runs in
+    this process on `env` and `validator`."""
+    windows = 0 if validator is None else len(validator.windows)
+    if ray_address is not None:
+        return RayCollector(ray_address, make_env, rank_prior, workers, make_validator, windows)
     n = workers or default_workers()
     if n <= 1:
         return LocalCollector(env, validator)
-    windows = 0 if validator is None else len(validator.windows)
     return ProcessCollector(make_env, rank_prior, n, make_validator, windows)
 
 
@@ -168,31 +252,20 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-class _Worker:
-    """A worker process's own environment and agent, built once by the pool's initializer."""
-
-    env: Env
-    agent: ActorCritic
-    validator: Validator | None
+_worker: Worker | None = None
+"""A pool process's worker, built once by the pool's initializer."""
 
 
 def _init_worker(make_env: EnvFactory, rank_prior: float, make_validator: ValidatorFactory | None) -> None:
-    torch.set_num_threads(1)
-    _Worker.env = make_env()
-    _Worker.agent = ActorCritic(rank_prior)
-    _Worker.validator = None if make_validator is None else make_validator()
+    global _worker  # noqa: PLW0603 - one per process, by design of multiprocessing pools
+    _worker = Worker(make_env, rank_prior, make_validator)
 
 
-def _worker_episode(task: tuple[dict[str, torch.Tensor], int]) -> Rollout:
-    state, seed = task
-    _Worker.agent.load_state_dict(state)
-    return run_episode(_Worker.env, _Worker.agent, seed)
+def _worker_episode(task: tuple[State, int]) -> Rollout:
+    assert _worker is not None
+    return _worker.episode(*task)
 
 
-def _worker_validate(task: tuple[dict[str, torch.Tensor] | None, int]) -> float:
-    state, window = task
-    assert _Worker.validator is not None
-    if state is None:
-        return _Worker.validator.score(None, window)
-    _Worker.agent.load_state_dict(state)
-    return _Worker.validator.score(frozen(_Worker.agent.actor), window)
+def _worker_validate(task: tuple[State | None, int]) -> float:
+    assert _worker is not None
+    return _worker.validate(*task)

@@ -12,7 +12,7 @@ import torch
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.args import Args
 from rltuned.rl.ppo import make_env, make_validator
-from rltuned.rl.rollouts import LocalCollector, ProcessCollector, Rollout, run_episode
+from rltuned.rl.rollouts import LocalCollector, ProcessCollector, RayCollector, Rollout, run_episode
 from tests.rl.test_training import burst
 
 
@@ -71,3 +71,27 @@ def test_an_episode_depends_on_its_seed_alone(tmp_path: Path) -> None:
     assert_same(first, run_episode(env, agent, 5))
     other = run_episode(env, agent, 7)
     assert other.actions != first.actions or len(other.actions) != len(first.actions)
+
+
+@pytest.mark.slow
+def test_ray_actors_give_the_batch_one_process_gives(tmp_path: Path) -> None:
+    """`rltunectl train --ray local`: the same worker code as Ray actors, on a Ray started here."""
+    ray = pytest.importorskip("ray")
+    args = small_args(tmp_path, "ticks")
+    agent = trained_agent()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    seeds = range(10, 14)
+    local = LocalCollector(make_env(args), make_validator(args))
+    windows = len(local.validator.windows) if local.validator else 0
+    try:
+        actors = RayCollector(
+            "local", partial(make_env, args), 0.0, 2, partial(make_validator, args), windows
+        )
+        assert actors.workers == 2
+        assert_same(local.collect(agent, seeds), actors.collect(agent, seeds))
+        assert actors.validate(agent) == local.validate(agent)
+        actors.close()
+    finally:
+        ray.shutdown()
+        torch.set_num_threads(threads)
