@@ -38,6 +38,6 @@ USER rltune
 WORKDIR /var/lib/rltuned
 EXPOSE 9817
 HEALTHCHECK --interval=60s --timeout=10s --start-period=120s \
-  CMD ["rltunectl", "status", "--config", "/etc/rltuned/rltuned.toml"]
+  CMD ["rltunectl", "status", "--check", "--config", "/etc/rltuned/rltuned.toml"]
 ENTRYPOINT ["rltuned"]
 CMD ["--config", "/etc/rltuned/rltuned.toml"]

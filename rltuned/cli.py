@@ -13,7 +13,7 @@ from rltuned import __version__
 from rltuned.clusters import load_cluster
 from rltuned.dataclass_cli import add_fields, from_namespace, parse_grid
 from rltuned.domain import ClusterSpec, Job
-from rltuned.errors import UsageError, exit_with
+from rltuned.errors import RltunedError, UsageError, exit_with
 from rltuned.estimates import MODELS, apply_estimates
 from rltuned.placement.milp import MAX_K, MilpConfig
 from rltuned.policies import POLICIES
@@ -410,6 +410,13 @@ def _add_control(sub: argparse._SubParsersAction[_Parser]) -> None:
         p.add_argument("--json", action="store_true")
         if name == "reload-model":
             p.add_argument("path", nargs="?", type=Path, help="model directory")
+        if name == "status":
+            p.add_argument(
+                "--check",
+                action="store_true",
+                help="exit 1 unless the daemon answers and a tick completed within two intervals "
+                "(for Docker's HEALTHCHECK and monitoring)",
+            )
         if name == "explain":
             p.add_argument("job_id", type=int)
 
@@ -429,6 +436,8 @@ def cmd_control(args: argparse.Namespace) -> int:
         extra = {"path": str(args.path.resolve())} if getattr(args, "path", None) else {}
         reply = ctl.control(args.config, args.socket, args.command, **extra)
         reply.pop("ok", None)
+        if getattr(args, "check", False) and not reply.get("healthy", False):
+            raise RltunedError(f"unhealthy: {reply.get('problem')}")
         print(json.dumps(reply, indent=2, default=str) if args.json else _pairs(reply))
     return 0
 

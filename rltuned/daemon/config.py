@@ -111,6 +111,9 @@ class DaemonSettings(_Section):
     """Where rltuned remembers what it changed (for reset)."""
     backoff_max_s: float = Field(600.0, gt=0)
     """Longest wait between ticks while slurmctld is unreachable."""
+    torch_threads: int = Field(1, ge=1, le=64)
+    """Threads torch may use for the model (one 256-row MLP per tick: more threads only add overhead
+    and contend with slurmctld on the controller)."""
 
 
 class ControlSettings(_Section):

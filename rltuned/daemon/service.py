@@ -125,6 +125,9 @@ def validated_model(path: Path, engine: Engine | None, base: str) -> LoadedModel
 
 class Service:
     def __init__(self, settings: Settings, config_path: Path | None, mode: str | None = None) -> None:
+        import torch
+
+        torch.set_num_threads(settings.daemon.torch_threads)
         self.settings = settings
         self.config_path = config_path
         self.mode_override = mode
@@ -144,6 +147,9 @@ class Service:
         self.control: ControlServer | None = None
         self.metrics_port: int | None = None
         self.in_tick = False
+        self.started_at = time.monotonic()
+        self.completed_at: float | None = None
+        """When the last tick ended (monotonic), whatever its result: what the health check reads."""
         """True while a tick runs; with `engine.progress_at` it tells the watchdog a tick is stuck."""
         check_readable_base(settings.policy.base)
         self.engine = Engine(
@@ -250,6 +256,7 @@ class Service:
                         report = self.engine.tick(self.mode, self.stop_event.is_set)
                     finally:
                         self.in_tick = False
+                        self.completed_at = time.monotonic()
                 failures = failures + 1 if report.result == "error" else 0
             wait = self._next_wait(failures) - (time.monotonic() - started)
             # Even when a tick overran its interval, pause briefly: the lock is not fair, and a control
@@ -426,10 +433,32 @@ class Service:
             return {"ok": True, **explain_job(decision, int(request.get("job_id", -1)))}
         return {"ok": False, "error": f"unknown command {command!r}"}
 
+    def health(self) -> str | None:
+        """Why the daemon is unhealthy, or None: a tick must end at least every two intervals (a tick
+        that failed still ended; a paused daemon is idle on purpose, not stuck)."""
+        if self.paused:
+            return None
+        limit = 2 * self.settings.daemon.interval_s
+        now = time.monotonic()
+        if self.completed_at is None:
+            # The first tick may also pay for start-up reads: allow it the stuck limit on top.
+            if now - self.started_at > limit + self.stuck_limit_s():
+                return f"no tick has completed in the {now - self.started_at:.0f} s since start"
+            return None
+        if now - self.completed_at > limit:
+            idle = now - self.completed_at
+            return f"no tick has completed for {idle:.0f} s (limit: two intervals, {limit:g} s)"
+        return None
+
     def status(self) -> dict[str, Any]:
         last: TickReport | None = self.engine.last
+        since = None if self.completed_at is None else round(time.monotonic() - self.completed_at, 1)
         return {
             "ok": True,
+            "healthy": self.health() is None,
+            "problem": self.health(),
+            "seconds_since_tick": since,
+            "interval_s": self.settings.daemon.interval_s,
             "mode": self.mode,
             "paused": self.paused,
             "model": self._model_name(),

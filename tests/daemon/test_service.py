@@ -373,3 +373,20 @@ def test_the_watchdog_is_fed_while_waiting_and_starved_only_by_a_stuck_tick(tmp_
     assert svc.is_stuck()
     svc.engine.progress_at = time.monotonic() - svc.stuck_limit_s() + 5
     assert not svc.is_stuck()
+
+
+def test_health_needs_a_tick_every_two_intervals_unless_paused(tmp_path: Path) -> None:
+    """What Docker's HEALTHCHECK (`rltunectl status --check`) reads: a stuck tick turns it unhealthy."""
+    svc = service(tmp_path, daemon={"state_dir": str(tmp_path / "state"), "interval_s": 10.0})
+    assert svc.health() is None  # just started: the first tick has its start-up allowance
+    svc.started_at -= 20 + svc.stuck_limit_s() + 1
+    assert svc.health() is not None and "no tick has completed in the" in str(svc.health())
+    svc.engine.tick("shadow")
+    svc.completed_at = time.monotonic() - 19
+    assert svc.health() is None
+    svc.completed_at = time.monotonic() - 21
+    assert svc.health() == "no tick has completed for 21 s (limit: two intervals, 20 s)"
+    status = svc.status()
+    assert status["healthy"] is False and status["seconds_since_tick"] >= 21
+    svc.paused = True  # idle on purpose
+    assert svc.health() is None and svc.status()["healthy"] is True

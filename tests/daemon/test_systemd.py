@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -175,6 +176,8 @@ def test_rltunectl_talks_to_the_running_daemon_and_a_bad_reload_keeps_the_model(
     status = rltunectl("status", "--config", str(config), "--json")
     assert status.returncode == 0, status.stderr
     assert "philly-fcfs-bsld" in json.loads(status.stdout)["model"]
+    healthy = rltunectl("status", "--check", "--config", str(config))
+    assert healthy.returncode == 0 and "healthy: True" in healthy.stdout, healthy.stderr
     bad = tmp_path / "bad-model"
     bad.mkdir()
     (bad / "manifest.json").write_text("{}")
@@ -196,3 +199,73 @@ def test_rltunectl_talks_to_the_running_daemon_and_a_bad_reload_keeps_the_model(
     assert plan.stdout.splitlines()[1].split()[:3] == ["JOB", "USER", "PARTITION"]
     assert rltunectl("pause", "--config", str(config)).returncode == 0
     assert json.loads(rltunectl("status", "--config", str(config), "--json").stdout)["paused"] is True
+
+
+def allowed_syscalls(group: str) -> set[str]:
+    """A systemd syscall group, sub-groups expanded, as this machine's systemd defines it."""
+    listing = subprocess.run(
+        ["systemd-analyze", "syscall-filter"], capture_output=True, text=True, check=True
+    ).stdout
+    groups: dict[str, list[str]] = {}
+    current = ""
+    for line in listing.splitlines():
+        if line.startswith("@"):
+            current = line.strip()
+            groups[current] = []
+        elif line.strip() and not line.strip().startswith("#") and current:
+            groups[current].append(line.strip())
+
+    def expand(name: str, seen: set[str]) -> set[str]:
+        out: set[str] = set()
+        for member in groups.get(name, []):
+            if member.startswith("@") and member not in seen:
+                out |= expand(member, seen | {member})
+            elif not member.startswith("@"):
+                out.add(member)
+        return out
+
+    return expand(group, {group})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is installed by scripts/setup.sh")
+def test_every_syscall_of_a_running_daemon_is_in_the_units_filter(tmp_path: Path) -> None:
+    """SystemCallFilter=@system-service kills the daemon on any other syscall: record every syscall of
+    a daemon (torch model, GLPK MILP, control socket, metrics server, SIGHUP reload, SIGTERM) under
+    strace, as systemd-run cannot start a unit here."""
+    unit = unit_settings()
+    assert unit["SystemCallFilter"] == ["@system-service"]
+    fake_slurm(tmp_path / "bin", delay_s=0.2)
+    config = tmp_path / "rltuned.toml"
+    write_config(config, tmp_path, MODELS / "philly-fcfs-bsld")
+    notify = Notifications(tmp_path / "notify.sock")
+    trace = tmp_path / "strace.txt"
+    with (tmp_path / "daemon.log").open("w") as log:
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-qq", "-o", str(trace), sys.executable, "-m", "rltuned.daemon_cli",
+             "--config", str(config)],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "NOTIFY_SOCKET": str(notify.path)},
+        )  # fmt: skip
+        try:
+            notify.wait_for("READY=1", 240)
+            assert rltunectl("status", "--check", "--config", str(config)).returncode == 0
+            assert rltunectl("plan", "--config", str(config)).returncode == 0
+            port = next(
+                e["port"] for e in events(tmp_path / "daemon.log") if e["event"] == "metrics_listening"
+            )
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+                assert b"rltuned_ticks_total" in response.read()
+            daemon_pid = int(subprocess.run(["pgrep", "-P", str(tracer.pid)], capture_output=True,
+                                            text=True, check=True).stdout.split()[0])  # fmt: skip
+            os.kill(daemon_pid, signal.SIGHUP)
+            notify.wait_for("RELOADING=1", 60)
+            notify.wait_for("READY=1", 60)
+            os.kill(daemon_pid, signal.SIGTERM)
+            assert tracer.wait(timeout=240) == 0
+        finally:
+            if tracer.poll() is None:
+                tracer.kill()
+    used = {m.group(1) for line in trace.read_text().splitlines() if (m := re.match(r"\d+ +(\w+)\(", line))}
+    assert {"mmap", "futex", "sendto", "accept4"} <= used  # a real trace, threads and sockets included
+    outside = used - allowed_syscalls("@system-service")
+    assert not outside, f"syscalls the unit's filter would refuse: {sorted(outside)}"
