@@ -6,8 +6,10 @@ a chosen separator. These pure functions turn that text into documents shaped li
 Field names and cell formats were checked against squeue's and sinfo's `print.c` / `opts.c`:
 
 * Every field is given as `Name:|`: width 0 means "never truncate" and `|` is printed after the cell.
-  The last field (`Name`, which may itself hold a `|`) has no separator, so a row is split at most
-  n-1 times and any extra `|` stays in the name.
+  A row must split into exactly the pinned number of cells, or it is rejected (and counted).
+* Job names are not read: a name is free text its owner chooses, which may hold the separator and even
+  newlines, so a name could print a forged row for another job. Nothing rltuned decides depends on a
+  name (the JSON backends still show it in `plan` and `explain`); here it is empty.
 * Times are local time, `2026-11-21T23:25:44` with the default `SLURM_TIME_FORMAT` (run the commands
   with `TEXT_ENV` so a user's `relative` format cannot leak in); `N/A` / `Unknown` mean none. A plain
   epoch (`SLURM_TIME_FORMAT=%s`) is accepted too.
@@ -66,9 +68,8 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "OverSubscribe",
     "Reservation",
     "Dependency",
-    "Name",
 )
-"""squeue `-O` fields, in column order; `Name` last because a job name may contain the separator."""
+"""squeue `-O` fields, in column order; none is free text a user chooses (no `Name`, no `Comment`)."""
 SINFO_FIELDS: tuple[str, ...] = (
     "NodeList",
     "StateLong",
@@ -129,7 +130,7 @@ def squeue_document_from_text(text: str, excluded_text: str = "", tz: tzinfo | N
     excluded = _excluded(excluded_text)
     jobs: list[dict[str, Any]] = []
     for cells in _rows(text, SQUEUE_FIELDS, "squeue", "JOBID"):
-        if len(cells) != len(SQUEUE_FIELDS):  # cut off: rejected and counted by the parser, by its id
+        if len(cells) != len(SQUEUE_FIELDS):  # cut off or split wrong: rejected and counted, by its id
             jobs.append({"job_id": _int(cells[0])})
             continue
         record = _job(dict(zip(SQUEUE_FIELDS, cells, strict=True)), tz)
@@ -150,7 +151,7 @@ def _job(cell: Mapping[str, str], tz: tzinfo | None) -> dict[str, Any]:
         "account": _text(cell["Account"]),
         "partition": cell["Partition"].strip(),
         "qos": _text(cell["QOS"]),
-        "name": _text(cell["Name"]),
+        "name": "",  # not read: see the module docstring
         "submit_time": epoch_seconds(cell["SubmitTime"], tz),
         "time_limit": limit_minutes(cell["TimeLimit"]),
         "tres_per_node": _text(cell["tres-per-node"]),
@@ -351,14 +352,15 @@ def _count(cell: str) -> int | str | None:
 
 
 def _rows(text: str, fields: Sequence[str], what: str, header: str) -> list[list[str]]:
-    """Each line split into at most `len(fields)` cells (fewer: a bad line); a header line is skipped.
+    """Each line split into its cells (another count than `len(fields)`: a bad line); a header line is
+    skipped.
 
     `SlurmError` when there are lines but none has the pinned column count: that is not this format.
     """
     lines = [line for line in text.splitlines() if line.strip()]
     if lines and lines[0].split(SEPARATOR, 1)[0].strip().upper() == header:
         lines = lines[1:]  # printed without -h
-    rows = [line.split(SEPARATOR, len(fields) - 1) for line in lines]
+    rows = [line.split(SEPARATOR) for line in lines]
     if rows and all(len(cells) != len(fields) for cells in rows):
         counts = sorted({len(line.split(SEPARATOR)) for line in lines})
         raise SlurmError(

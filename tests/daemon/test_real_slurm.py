@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -384,5 +385,5 @@ def test_the_text_fallback_reads_the_same_snapshot_as_json(clean_lab: SlurmLab) 
     assert b.report.skipped_malformed == 0, b.report.problems
     assert b.snapshot.cluster == a.snapshot.cluster
     assert b.snapshot.free_gpus == a.snapshot.free_gpus
-    assert b.snapshot.pending == a.snapshot.pending
+    assert b.snapshot.pending == tuple(replace(j, name="") for j in a.snapshot.pending)  # text reads no names
     assert [r.job.id for r in b.snapshot.running] == [r.job.id for r in a.snapshot.running]

@@ -9,6 +9,7 @@ no array/het/TRES, `(null)` for no reservation, `*` for no sockets), checked aga
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -89,7 +90,6 @@ def _pinned_samples() -> tuple[str, str, str]:
             "OverSubscribe": row["OVER_SUBSCRIBE"],
             "Reservation": "(null)",
             "Dependency": scontrol["Dependency"],
-            "Name": short["NAME"],
         }
         jobs.append("|".join(cells[f] for f in SQUEUE_FIELDS))
         excluded.append(f"{job_id}|{short['EXC_NODES']}")
@@ -132,7 +132,13 @@ def test_text_samples_give_the_json_snapshot() -> None:
         (r.job.id, r.start, r.allocation) for r in from_json.running
     ]
     assert from_text.free_gpus == from_json.free_gpus
-    assert from_text == from_json  # everything else too: submit times, priorities, CPUs, memory
+    # Everything else too (submit times, priorities, CPUs, memory), except the names text does not read.
+    unnamed = replace(
+        from_json,
+        pending=tuple(replace(j, name="") for j in from_json.pending),
+        running=tuple(replace(r, job=replace(r.job, name="")) for r in from_json.running),
+    )
+    assert from_text == unnamed
     assert text_report == json_report
 
 
@@ -156,7 +162,7 @@ def test_text_samples_give_the_json_nodes() -> None:
 
 def test_recorded_text_in_another_format_is_refused() -> None:
     """The recorded -O sample has 15 columns, not the pinned ones: not silently misread."""
-    with pytest.raises(SlurmError, match=r"expected 31 '\|'-separated columns.*got 15"):
+    with pytest.raises(SlurmError, match=r"expected 30 '\|'-separated columns.*got 15"):
         squeue_document_from_text(samples.text("squeue-O-pipe.txt"))
     with pytest.raises(SlurmError, match="expected 8"):
         sinfo_document_from_text(samples.text("sinfo-O-gres.txt"))
@@ -181,7 +187,7 @@ def test_argv_pins_every_field_untruncated() -> None:
     spec = SQUEUE_TEXT_ARGV[4].split(",")
     assert [s.split(":")[0] for s in spec] == list(SQUEUE_FIELDS)
     assert all(s.endswith(":|") for s in spec[:-1])  # width 0 (never cut), then the separator
-    assert spec[-1] == "Name:"  # last: a `|` in a job name cannot shift the columns
+    assert spec[-1] == "Dependency:" and "Name" not in SQUEUE_FIELDS  # no free text a user chooses
     assert SQUEUE_EXCLUDED_ARGV == ("squeue", "-a", "-h", "-o", "%A|%x")
     assert SINFO_TEXT_ARGV[-1].split(",") == [f"{f}:|" for f in SINFO_FIELDS[:-1]] + ["Partition:"]
     assert "-N" in SINFO_TEXT_ARGV
@@ -220,7 +226,6 @@ PENDING = {
     "OverSubscribe": "OK",
     "Reservation": "(null)",
     "Dependency": "",
-    "Name": "train",
 }
 NODE = "a100-1|idle|gpu:a100:4|gpu:a100:0(IDX:N/A)|0/32/0/32|256000|0|gpu*"
 
@@ -253,7 +258,7 @@ def test_a_pending_row() -> None:
     assert job["shared"] is None  # OverSubscribe=OK: never set
     table = _parsed(_row())
     assert [(j.id, j.gpus, j.gpu_type, j.account, j.qos, j.name) for j in table.pending] == [
-        (40, 2, "a100", "physics", "normal", "train")
+        (40, 2, "a100", "physics", "normal", "")
     ]
 
 
@@ -276,7 +281,7 @@ def test_bad_rows_are_skipped_and_counted_not_raised() -> None:
 
 
 def test_whole_text_in_another_format_raises() -> None:
-    with pytest.raises(SlurmError, match="squeue: expected 31"):
+    with pytest.raises(SlurmError, match="squeue: expected 30"):
         squeue_document_from_text("40|PENDING|alice\n41|RUNNING|bob\n")
     assert squeue_document_from_text("") == {"jobs": []}  # an empty queue is not an error
     assert sinfo_document_from_text("\n") == {"nodes": []}
@@ -287,11 +292,19 @@ def test_a_header_line_is_skipped() -> None:
     assert len(_jobs(header, _row())) == 1
 
 
-def test_negative_nice_and_name_with_separator() -> None:
-    (job,) = _jobs(_row(Nice="-500", Name="a|b|c"))
+def test_negative_nice() -> None:
+    (job,) = _jobs(_row(Nice="-500"))
     assert job["nice"] == -500
-    assert job["name"] == "a|b|c"
     assert _parsed(_row(Nice="-500")).info[40].nice == -500
+
+
+def test_a_row_with_a_separator_too_many_or_too_few_is_rejected_and_counted() -> None:
+    """No pinned field holds free text, so a row must split into exactly the pinned cells."""
+    table = _parsed(
+        _row(JobID="41"), _row(JobID="42") + "|77", _row(JobID="43", Reason="a|b"), _row(JobID="44")
+    )
+    assert [j.id for j in table.pending] == [41, 44]
+    assert table.report.skipped_malformed == 2
 
 
 def test_unlimited_and_unset_limits_read_as_none() -> None:
