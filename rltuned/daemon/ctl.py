@@ -2,8 +2,9 @@
 
 `status`, `reload-model`, `pause` and `resume` need the running daemon (its control socket). `plan` and
 `explain` ask the daemon when it runs and otherwise compute the same decision from the config file,
-read-only. `reset` works from the ledger in `state_dir` and writes to Slurm directly, so it also works
-after the daemon was stopped; pause a running daemon first, or its next enforce tick re-applies its plan.
+read-only. `reset` asks the daemon (which pauses itself first); without one it works from the ledger in
+`state_dir` and writes to Slurm directly, holding the state directory's instance lock, and never while a
+daemon holds that lock without answering.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from rltuned.daemon.config import Settings, load
 from rltuned.daemon.control import DaemonUnreachable, request
+from rltuned.daemon.instance import InstanceBusy, InstanceLock
 from rltuned.daemon.views import PLAN_COLUMNS, explain_job, plan_rows, table
 from rltuned.errors import RltunedError
 
@@ -71,10 +73,20 @@ def reset(config: Path, socket: Path | None = None) -> str:
     except DaemonUnreachable:
         pass
     settings = load(config)
-    service = Service(without_metrics_server(settings), config, "enforce")
-    before = len(service.engine.ledger)
-    counts = service.engine.reset()
-    left = len(service.engine.ledger)
+    try:
+        lock = InstanceLock(settings.daemon.state_dir, "rltunectl reset").acquire()
+    except InstanceBusy as exc:
+        raise InstanceBusy(
+            f"{exc}; the daemon did not answer on its socket, so reset does not run beside it: retry, "
+            "or stop the daemon and reset again"
+        ) from None
+    try:
+        service = Service(without_metrics_server(settings), config, "enforce")
+        before = len(service.engine.ledger)
+        counts = service.engine.reset()
+        left = len(service.engine.ledger)
+    finally:
+        lock.release()
     return f"reset {before - left} of {before} jobs rltuned had changed: {json.dumps(counts, sort_keys=True)}"
 
 

@@ -29,6 +29,7 @@ from rltuned.daemon import config as config_mod
 from rltuned.daemon.config import Settings
 from rltuned.daemon.control import ControlServer
 from rltuned.daemon.engine import Engine, TickReport
+from rltuned.daemon.instance import InstanceLock, is_paused, set_paused
 from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
 from rltuned.daemon.metrics import Metrics
@@ -138,7 +139,9 @@ class Service:
         self.heartbeat_stop = threading.Event()
         self.wake = threading.Event()
         """Set by signals to cut the wait between ticks short."""
-        self.paused = False
+        self.paused = is_paused(settings.daemon.state_dir)
+        """Kept in the state directory: a paused daemon stays paused across restarts."""
+        self.instance: InstanceLock | None = None
         self.lock = threading.RLock()
         """Held by a tick and by control requests that read or swap engine state."""
         self.notifier = sdnotify.SystemdNotifier()
@@ -190,7 +193,9 @@ class Service:
         )
 
     def start(self) -> None:
-        """Metrics, control socket, first snapshot, then READY=1."""
+        """The instance lock, metrics, control socket, first snapshot, then READY=1."""
+        # Before the socket: only the lock's holder may replace a socket file another daemon serves.
+        self.instance = InstanceLock(self.settings.daemon.state_dir, "daemon").acquire()
         m = self.settings.metrics
         if m.enabled:
             self.metrics_port = self.metrics.serve(m.address, m.port)
@@ -199,7 +204,9 @@ class Service:
         self.control = ControlServer(c.socket, self.handle, c.mode, c.group, c.owner)
         self.control.start()
         self.metrics.set_mode(self.mode)
-        self.metrics.paused.set(0)
+        self.metrics.paused.set(int(self.paused))
+        if self.paused:
+            self.log.warning("paused_at_start", why="paused before the last stop; rltunectl resume")
         try:
             with self.lock:
                 view = self.engine.read()
@@ -406,18 +413,15 @@ class Service:
         if command == "status":
             return self.status()
         if command == "pause":
-            self.paused = True
-            self.metrics.paused.set(1)
+            self._pause(True)
             self.log.info("paused")
             return {"ok": True, "paused": True}
         if command == "resume":
-            self.paused = False
-            self.metrics.paused.set(0)
+            self._pause(False)
             self.log.info("resumed")
             return {"ok": True, "paused": False}
         if command == "reset":
-            self.paused = True  # or the next enforce tick would write the plan again
-            self.metrics.paused.set(1)
+            self._pause(True)  # or the next enforce tick would write the plan again
             with self.lock:
                 counts = self.engine.reset()
             return {"ok": True, "paused": True, "counts": counts}
@@ -432,6 +436,13 @@ class Service:
                 return {"ok": True, "mode": self.mode, "rows": plan_rows(decision)}
             return {"ok": True, **explain_job(decision, int(request.get("job_id", -1)))}
         return {"ok": False, "error": f"unknown command {command!r}"}
+
+    def _pause(self, paused: bool) -> None:
+        self.paused = paused
+        self.metrics.paused.set(int(paused))
+        problem = set_paused(self.settings.daemon.state_dir, paused)
+        if problem is not None:
+            self.log.warning("pause_not_persisted", error=problem)
 
     def health(self) -> str | None:
         """Why the daemon is unhealthy, or None: a tick must end at least every two intervals (a tick
@@ -474,7 +485,13 @@ class Service:
 def run_once(settings: Settings, config_path: Path | None, mode: str | None) -> TickReport:
     """`rltuned --once`: one tick with the configured model (or base policy), no socket, no metrics server."""
     service = Service(without_metrics_server(settings), config_path, mode)
-    return service.engine.tick(service.mode)
+    if service.mode != "enforce":
+        return service.engine.tick(service.mode)  # reads only: no lock, runs beside a daemon
+    lock = InstanceLock(settings.daemon.state_dir, "rltuned --once --mode enforce").acquire()
+    try:
+        return service.engine.tick(service.mode)
+    finally:
+        lock.release()
 
 
 def without_metrics_server(settings: Settings) -> Settings:
