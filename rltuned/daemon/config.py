@@ -82,6 +82,14 @@ class ApplySettings(_Section):
     """priority fixes each job's priority (undone by hold+release); site_factor adds to multifactor."""
     max_actions: int = Field(256, ge=0)
     """Most scontrol updates per tick; the rest wait for the next tick (top ranks first)."""
+    writes_per_s: float = Field(1.0, ge=0)
+    """Sustained scontrol updates per second after a burst of `write_burst` (0: unpaced): below
+    slurmctld's rate limiter defaults (30, refilled at 2/s) with room for the reads."""
+    write_burst: int = Field(20, ge=1)
+    """Updates sent back to back before pacing starts."""
+    pause_after_denied_ticks: int = Field(3, ge=1)
+    """Ticks in a row in which Slurm refused every write (permission denied) before enforce mode pauses
+    itself: retrying a write Slurm will refuse every tick helps nobody."""
     priority_max: int = Field(10_000_000, ge=2, le=4_294_967_293)
     """Priority given to the top-ranked job; lower ranks get lower values."""
     priority_min: int = Field(1_000, ge=1)

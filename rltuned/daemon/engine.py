@@ -21,6 +21,7 @@ from rltuned.daemon.config import Settings
 from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
 from rltuned.daemon.metrics import Metrics
+from rltuned.daemon.pacing import Pacer
 from rltuned.domain import ClusterSnapshot, Job, RunningJob
 from rltuned.errors import SlurmError
 from rltuned.policies import make_policy
@@ -112,6 +113,10 @@ class Engine:
         """Malformed-record problems already logged: the last tick's, so the set stays small."""
         self.queue_ids: set[int] = set()
         """Every job id in the last read, managed or not."""
+        a = settings.apply
+        self.pacer = Pacer(a.writes_per_s, a.write_burst)
+        self.denied_ticks = 0
+        """Ticks in a row in which every write was refused for permissions."""
 
     @property
     def base(self) -> str:
@@ -193,8 +198,16 @@ class Engine:
         """Send the plan's updates in order; each failure is logged with Slurm's message and counted."""
         counts: Counter[str] = Counter()
         self.last_error = ""
+        # Writes may use half the interval: the rest is the next tick's, which plans again anyway.
+        deadline = time.monotonic() + self.settings.daemon.interval_s / 2
         for done, action in enumerate(plan.actions):
             self.progress_at = time.monotonic()
+            if not self.pacer.take(deadline):
+                left = len(plan.actions) - done
+                counts["deferred:paced"] += left
+                self.metrics.actions.labels("any", "deferred").inc(left)
+                self.log.warning("apply_paced", deferred=left, writes_per_s=self.settings.apply.writes_per_s)
+                break
             if done and _unreachable(self.last_error):
                 left = len(plan.actions) - done  # slurmctld stopped answering: the next tick retries
                 counts["skipped:unreachable"] += left
@@ -225,6 +238,9 @@ class Engine:
                     stderr=result.message,
                 )
         self._save_ledger()
+        attempted = sum(n for key, n in counts.items() if not key.startswith(("deferred", "skipped")))
+        denied = sum(n for key, n in counts.items() if key.endswith(":" + Outcome.DENIED.value))
+        self.denied_ticks = self.denied_ticks + 1 if attempted and denied == attempted else 0
         return dict(counts)
 
     def reset(self) -> dict[str, int]:

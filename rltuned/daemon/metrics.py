@@ -87,6 +87,11 @@ class Metrics:
         )
         self.mode = Gauge("rltuned_mode", "1 for the current mode.", ["mode"], registry=r)
         self.paused = Gauge("rltuned_paused", "1 while paused with rltunectl pause.", registry=r)
+        self.denied_pauses = Counter(
+            "rltuned_denied_pauses_total",
+            "Times enforce mode paused itself because Slurm refused every write for permissions.",
+            registry=r,
+        )
         self.malformed = Counter(
             "rltuned_slurm_records_skipped_total", "Job or node records skipped as unreadable.", registry=r
         )

@@ -265,6 +265,16 @@ class Service:
                         self.in_tick = False
                         self.completed_at = time.monotonic()
                 failures = failures + 1 if report.result == "error" else 0
+                if self.engine.denied_ticks >= self.settings.apply.pause_after_denied_ticks:
+                    self._pause(True)
+                    self.metrics.denied_pauses.inc()
+                    self.log.error(
+                        "enforce_paused_permission_denied",
+                        ticks=self.engine.denied_ticks,
+                        hint="Slurm refused every write: make rltuned's user an Operator "
+                        "(sacctmgr modify user NAME set AdminLevel=Operator), then rltunectl resume",
+                    )
+                    self.engine.denied_ticks = 0
             wait = self._next_wait(failures) - (time.monotonic() - started)
             # Even when a tick overran its interval, pause briefly: the lock is not fair, and a control
             # request (plan, reload-model) waiting for it must get a turn between ticks.
