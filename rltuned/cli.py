@@ -399,7 +399,7 @@ def _add_control(sub: argparse._SubParsersAction[_Parser]) -> None:
         "reload-model": "validate a model and swap it in (default: the config's model path)",
         "pause": "stop ticking (nothing is read or written) until resume",
         "resume": "tick again",
-        "plan": "what the next tick would do: job, user, old and new priority, rank, placement",
+        "plan": "the running daemon's last plan (else computed here): ranks, priorities, placement, actions",
         "explain": "one job's features, score and rank",
         "reset": "undo every change rltuned made (hold+release fixed priorities, SiteFactor=0)",
     }

@@ -28,7 +28,7 @@ from rltuned.core.scoring import score_queue
 from rltuned.daemon import config as config_mod
 from rltuned.daemon.config import Settings
 from rltuned.daemon.control import ControlServer
-from rltuned.daemon.engine import Engine, TickReport
+from rltuned.daemon.engine import Decision, Engine, TickReport
 from rltuned.daemon.instance import InstanceLock, is_paused, set_paused
 from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
@@ -151,6 +151,8 @@ class Service:
         self.metrics_port: int | None = None
         self.in_tick = False
         self.started_at = time.monotonic()
+        self.decided: tuple[Decision, float] | None = None
+        """The last tick's decision and when it was made: what `plan` and `explain` answer from."""
         self.completed_at: float | None = None
         """When the last tick ended (monotonic), whatever its result: what the health check reads."""
         """True while a tick runs; with `engine.progress_at` it tells the watchdog a tick is stuck."""
@@ -210,6 +212,8 @@ class Service:
         try:
             with self.lock:
                 view = self.engine.read()
+                # What `plan` and `explain` answer until the first tick decides (and while paused).
+                self.decided = (self.engine.decide(view), time.monotonic())
             self.log.info(
                 "first_snapshot",
                 nodes=len(view.snapshot.cluster.nodes),
@@ -264,6 +268,8 @@ class Service:
                     finally:
                         self.in_tick = False
                         self.completed_at = time.monotonic()
+                if report.decision is not None:
+                    self.decided = (report.decision, self.completed_at)
                 failures = failures + 1 if report.result == "error" else 0
                 if self.engine.denied_ticks >= self.settings.apply.pause_after_denied_ticks:
                     self._pause(True)
@@ -439,12 +445,16 @@ class Service:
             raw = request.get("path")
             return self.reload(Path(raw) if raw else None)
         if command in ("plan", "explain"):
-            with self.lock:
-                view = self.engine.read()
-                decision = self.engine.decide(view)
+            # The last tick's decision, without the tick lock: a control request never waits for a
+            # tick nor delays one, and costs no Slurm read or model call.
+            decided = self.decided
+            if decided is None:
+                return {"ok": False, "error": "no tick has decided yet; ask again after the first tick"}
+            decision, at = decided
+            age = {"tick_age_s": round(time.monotonic() - at, 1)}
             if command == "plan":
-                return {"ok": True, "mode": self.mode, "rows": plan_rows(decision)}
-            return {"ok": True, **explain_job(decision, int(request.get("job_id", -1)))}
+                return {"ok": True, "mode": self.mode, **age, "rows": plan_rows(decision)}
+            return {"ok": True, **age, **explain_job(decision, int(request.get("job_id", -1)))}
         return {"ok": False, "error": f"unknown command {command!r}"}
 
     def _pause(self, paused: bool) -> None:

@@ -390,3 +390,21 @@ def test_health_needs_a_tick_every_two_intervals_unless_paused(tmp_path: Path) -
     assert status["healthy"] is False and status["seconds_since_tick"] >= 21
     svc.paused = True  # idle on purpose
     assert svc.health() is None and svc.status()["healthy"] is True
+
+
+def test_plan_and_explain_answer_from_the_last_decision_while_a_tick_holds_the_lock(tmp_path: Path) -> None:
+    svc = service(tmp_path)
+    svc.start()
+    try:
+        sock = tmp_path / "ctl.sock"
+        writes = len(svc.engine.adapter.writes)  # type: ignore[attr-defined]
+        with svc.lock:  # a tick in progress (a slow read, solve or write)
+            t0 = time.monotonic()
+            plan = request(sock, {"command": "plan"})
+            explained = request(sock, {"command": "explain", "job_id": 9})
+            assert time.monotonic() - t0 < 5
+        assert plan["ok"] and len(plan["rows"]) == 6 and plan["tick_age_s"] >= 0
+        assert explained["ok"] and explained["managed"]
+        assert len(svc.engine.adapter.writes) == writes  # type: ignore[attr-defined]
+    finally:
+        svc.control.stop()  # type: ignore[union-attr]
