@@ -54,7 +54,8 @@ do not edit by hand. Protocol (docs/training.md, "Splits"): each trace splits by
 is on the test split's disjoint windows (1,024 jobs where the split holds six, else 512 or 256), each
 after its preceding jobs as warm-up. Each cell: mean (std) over {seeds} seeds of the runtime-estimate
 noise of the mean over windows (one value where estimates are exact). Lower is better except GPU
-utilization; fairness is the worst user's mean bounded slowdown over the mean of all jobs (1 = even).
+utilization; fairness is the worst user's mean bounded slowdown over the mean of all jobs (1 = even;
+ITP's trace names no users, so there it is 1 by construction).
 The agent acts deterministically (argsort of its scores, as the daemon ranks).
 """
 
