@@ -55,6 +55,11 @@ class PolicySettings(_Section):
     """Runtime estimate for jobs without a time limit (Slurm's INFINITE)."""
     max_inference_ms: float = Field(1000.0, gt=0)
     """A policy slower than this is treated as broken for the tick (base policy instead)."""
+    model_dirs: tuple[Path, ...] = ()
+    """Where `rltunectl reload-model PATH` may load a model from, besides the configured model's own
+    parent directory (a model's ranking is written with the daemon's Operator rights)."""
+    model_sha256: tuple[str, ...] = ()
+    """actor.pt digests that `reload-model` may load from any path."""
 
     @field_validator("base")
     @classmethod
@@ -132,6 +137,9 @@ class ControlSettings(_Section):
     """Group allowed to use rltunectl (default: the daemon's own)."""
     owner: str | None = None
     """User who owns the socket and may use it (default: the daemon's own)."""
+    admin_group: str | None = None
+    """Group whose members may also change the daemon (pause, resume, reset, reload-model). Root and the
+    daemon's own user always may; everyone else the socket lets in may only read (status, plan, explain)."""
 
     @field_validator("mode", mode="before")
     @classmethod

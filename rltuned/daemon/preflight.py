@@ -24,6 +24,8 @@ def check(settings: Settings) -> list[str]:
     c = settings.control
     if c.group:
         _group_id(c.group)
+    if c.admin_group:
+        _group_id(c.admin_group, "control.admin_group")
     if c.owner:
         _user_id(c.owner)
     checked.append("control socket owner/group")

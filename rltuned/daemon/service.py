@@ -37,7 +37,7 @@ from rltuned.daemon.views import explain_job, plan_rows
 from rltuned.errors import ConfigError, ModelLoadError, RltunedError, SlurmError
 from rltuned.features import encode
 from rltuned.policies import make_policy
-from rltuned.rl.export import LoadedModel, load_model
+from rltuned.rl.export import ACTOR_FILE, LoadedModel, load_model, sha256
 from rltuned.slurm.adapter import SlurmAdapter
 from rltuned.slurm.config_check import parse_show_config, priority_problems
 
@@ -203,7 +203,7 @@ class Service:
             self.metrics_port = self.metrics.serve(m.address, m.port)
             self.log.info("metrics_listening", address=m.address, port=self.metrics_port)
         c = self.settings.control
-        self.control = ControlServer(c.socket, self.handle, c.mode, c.group, c.owner)
+        self.control = ControlServer(c.socket, self.handle, c.mode, c.group, c.owner, c.admin_group)
         self.control.start()
         self.metrics.set_mode(self.mode)
         self.metrics.paused.set(int(self.paused))
@@ -443,7 +443,12 @@ class Service:
             return {"ok": True, "paused": True, "counts": counts}
         if command == "reload-model":
             raw = request.get("path")
-            return self.reload(Path(raw) if raw else None)
+            if raw:
+                refused = self._unapproved(Path(str(raw)))
+                if refused is not None:
+                    self.log.error("reload_refused", path=str(raw), error=refused)
+                    return {"ok": False, "error": refused, "serving": self._model_name()}
+            return self.reload(Path(str(raw)) if raw else None)
         if command in ("plan", "explain"):
             # The last tick's decision, without the tick lock: a control request never waits for a
             # tick nor delays one, and costs no Slurm read or model call.
@@ -456,6 +461,25 @@ class Service:
                 return {"ok": True, "mode": self.mode, **age, "rows": plan_rows(decision)}
             return {"ok": True, **age, **explain_job(decision, int(request.get("job_id", -1)))}
         return {"ok": False, "error": f"unknown command {command!r}"}
+
+    def _unapproved(self, path: Path) -> str | None:
+        """Why a model at `path` may not be loaded on request, or None: it must lie in an approved
+        directory (symlinks resolved) or carry a pinned actor.pt digest."""
+        policy = self.settings.policy
+        approved = [d.resolve() for d in policy.model_dirs]
+        if policy.model is not None:
+            approved.append(policy.model.resolve().parent)
+        real = path.resolve()
+        if any(real.is_relative_to(d) for d in approved):
+            return None
+        actor = real / ACTOR_FILE
+        if policy.model_sha256 and actor.is_file() and sha256(actor) in policy.model_sha256:
+            return None
+        where = ", ".join(str(d) for d in approved) or "none configured"
+        return (
+            f"{path}: not in an approved model directory ({where}; policy.model_dirs) and its actor.pt "
+            "digest is not pinned (policy.model_sha256)"
+        )
 
     def _pause(self, paused: bool) -> None:
         self.paused = paused

@@ -95,12 +95,12 @@ def check_config(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_check_config_accepts_the_sample_once_its_model_and_state_dir_exist(tmp_path: Path) -> None:
-    model = Path(__file__).resolve().parents[2] / "models" / "philly-fcfs-bsld"
+    model = Path(__file__).resolve().parents[2] / "models" / "philly-sjf-bsld"  # the sample's model
     proc = check_config(
         SAMPLE, RLTUNED_POLICY__MODEL=str(model), RLTUNED_DAEMON__STATE_DIR=str(tmp_path / "state")
     )
     assert proc.returncode == 0, proc.stderr
-    assert "model philly/fcfs/bsld" in proc.stdout
+    assert "model philly/sjf/bsld" in proc.stdout
 
 
 def test_check_config_loads_the_model_and_names_the_key(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def tiny_model(out_dir: Path, base: str) -> Path:
 
 
 def test_reload_refuses_a_model_trained_on_another_base_and_names_both(tmp_path: Path) -> None:
-    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld")})
+    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld"), "model_dirs": [str(tmp_path)]})
     svc.engine.tick("shadow")
     old = svc.engine.model
     assert old is not None
@@ -196,8 +196,11 @@ def test_the_control_socket_answers_status_pause_and_resume(tmp_path: Path) -> N
         svc.control.stop()  # type: ignore[union-attr]
 
 
-def _connect_as(uid: int, sock: Path) -> str:
+def _connect_as(
+    uid: int, sock: Path, payload: dict[str, object] | None = None, raw: bytes | None = None
+) -> str:
     """Connect from a forked child that dropped to `uid` (no exec: the venv may be unreadable to others)."""
+    line = raw if raw is not None else json.dumps(payload or {"command": "status"}).encode()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
@@ -208,7 +211,7 @@ def _connect_as(uid: int, sock: Path) -> str:
             os.setuid(uid)
             with socket.socket(socket.AF_UNIX) as s:
                 s.connect(str(sock))
-                s.sendall(b'{"command": "status"}\n')
+                s.sendall(line + b"\n")
                 answer = s.recv(4096).decode()
         except OSError as exc:
             answer = f"OSError: {exc.strerror}"
@@ -408,3 +411,50 @@ def test_plan_and_explain_answer_from_the_last_decision_while_a_tick_holds_the_l
         assert len(svc.engine.adapter.writes) == writes  # type: ignore[attr-defined]
     finally:
         svc.control.stop()  # type: ignore[union-attr]
+
+
+def test_reload_model_loads_only_from_approved_directories_or_a_pinned_digest(tmp_path: Path) -> None:
+    """A model's ranking is written with the daemon's rights: not from any path a socket user names."""
+    elsewhere = tiny_model(tmp_path / "elsewhere" / "m", "fcfs")
+    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld")})
+    reply = svc.handle({"command": "reload-model", "path": str(elsewhere)})
+    assert reply["ok"] is False and "not in an approved model directory" in reply["error"]
+    assert str(MODELS) in reply["error"] and svc.engine.model is not None
+    sneaky = MODELS.parent / "models" / ".." / "tests"  # resolved before the check
+    assert "not in an approved" in svc.handle({"command": "reload-model", "path": str(sneaky)})["error"]
+    digest = json.loads((elsewhere / "manifest.json").read_text())["sha256"]
+    pinned = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld"), "model_sha256": [digest]})
+    assert pinned.handle({"command": "reload-model", "path": str(elsewhere)})["ok"]
+    allowed = service(tmp_path, policy={"model_dirs": [str(tmp_path / "elsewhere")]})
+    assert allowed.handle({"command": "reload-model", "path": str(elsewhere)})["ok"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_readers_may_read_and_only_admins_may_change(tmp_path: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="rltuned-ctl-", dir="/tmp"))
+    tmp.chmod(0o755)
+    svc = service(tmp)
+    svc.start()
+    try:
+        server = svc.control
+        assert server is not None
+        sock = tmp / "ctl.sock"
+        sock.chmod(0o666)
+        server.gid = 4242  # the socket's group: readers
+        server.admin_gid = 4343
+        status = json.loads(_connect_as(4242, sock))
+        assert status["ok"] and status["paused"] is False
+        refused = json.loads(_connect_as(4242, sock, {"command": "pause"}))
+        assert refused == {
+            "ok": False,
+            "error": "permission denied for uid 4242: pause needs root, the daemon's user or "
+            "control.admin_group",
+        }
+        assert svc.paused is False
+        assert json.loads(_connect_as(4343, sock, {"command": "pause"}))["paused"] is True
+        for garbage in (b"[1, 2]", b"not json", b'{"command": "explain", "job_id": [1]}', b"\xff\xfe"):
+            answer = json.loads(_connect_as(4242, sock, raw=garbage))
+            assert answer["ok"] is False and answer["error"]
+    finally:
+        svc.control.stop()  # type: ignore[union-attr]
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -66,7 +66,7 @@ def fake_slurm(bin_dir: Path, delay_s: float = 0.0) -> None:
 
 
 def write_config(path: Path, tmp_path: Path, model: Path | None, interval: float = 0.5) -> None:
-    model_line = f'model = "{model}"\n' if model else ""
+    model_line = (f'model = "{model}"\n' if model else "") + f'model_dirs = ["{tmp_path}"]\n'
     path.write_text(
         f'[slurm]\nbin_dir = "{tmp_path / "bin"}"\n[policy]\n{model_line}'
         f'[daemon]\ninterval_s = {interval}\nstate_dir = "{tmp_path / "state"}"\n'
