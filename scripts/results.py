@@ -19,10 +19,11 @@ Nothing here is typed by hand.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+import rltuned
 from rltuned.clusters import load_cluster
 from rltuned.core.inputs import unreadable_inputs
 from rltuned.domain import Job
@@ -44,6 +46,8 @@ from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
+CACHE = Path(".cache/results")
+"""Finished runs by their inputs (git-ignored): regenerating after adding a model reruns only its own."""
 BASES = ("fcfs", "sjf", "wfp3", "f1", "f2", "f3", "f4", "saf", "unicep")
 COLUMNS = (("avg_bsld", "bounded slowdown"), ("avg_wait_s", "mean wait (s)"), ("p95_wait_s", "p95 wait"),
            ("p99_wait_s", "p99 wait"), ("max_wait_s", "max wait"), ("gpu_util", "GPU util"),
@@ -285,6 +289,15 @@ def trace_jobs(trace: str, estimates: str, seed: int) -> list[Job]:
 
 
 @cache
+def code_digest() -> str:
+    """rltuned's source: a cached run is reused only by the code that computed it."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(rltuned.__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@cache
 def model_at(path: str) -> LoadedModel:
     return load_model(path)
 
@@ -303,11 +316,21 @@ def run_task(task: Task) -> Metrics:
     config, _ = loop_of(m)
     if isinstance(config, TickSettings):
         config = tick_settings_of(m, task.base)
+    # The same run for two models (a heuristic on the same trace, cluster and loop) is computed once.
+    model_sha = None if task.with_model is None else model_at(task.with_model).manifest["sha256"]
+    key = [code_digest(), repr(config), m["trace"], m["cluster"], estimates, seed, int(m.get("warmup", 0)),
+           task.base, task.split, task.window, model_sha]  # fmt: skip
+    cached = CACHE / (hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest() + ".json")
+    if cached.is_file():
+        return Metrics(**json.loads(cached.read_text()))
     side = make_side(load_cluster(str(m["cluster"])), task.base, config)
     window = disjoint_windows(split_range(len(jobs), task.split))[task.window]
     chunk, warm = window.with_warmup(jobs, int(m.get("warmup", 0)))
     model = None if task.with_model is None else model_at(task.with_model)
-    return compute_metrics(side(chunk, warm, model))
+    metrics = compute_metrics(side(chunk, warm, model))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    cached.write_text(json.dumps(asdict(metrics)))
+    return metrics
 
 
 def fmt(value: float) -> str:
