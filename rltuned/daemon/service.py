@@ -150,12 +150,12 @@ class Service:
         self.control: ControlServer | None = None
         self.metrics_port: int | None = None
         self.in_tick = False
+        """True while a tick runs; with `engine.progress_at` it tells the watchdog a tick is stuck."""
         self.started_at = time.monotonic()
         self.decided: tuple[Decision, float] | None = None
         """The last tick's decision and when it was made: what `plan` and `explain` answer from."""
         self.completed_at: float | None = None
         """When the last tick ended (monotonic), whatever its result: what the health check reads."""
-        """True while a tick runs; with `engine.progress_at` it tells the watchdog a tick is stuck."""
         check_readable_base(settings.policy.base)
         self.engine = Engine(
             settings,
@@ -508,10 +508,11 @@ class Service:
     def status(self) -> dict[str, Any]:
         last: TickReport | None = self.engine.last
         since = None if self.completed_at is None else round(time.monotonic() - self.completed_at, 1)
+        problem = self.health()
         return {
             "ok": True,
-            "healthy": self.health() is None,
-            "problem": self.health(),
+            "healthy": problem is None,
+            "problem": problem,
             "seconds_since_tick": since,
             "interval_s": self.settings.daemon.interval_s,
             "mode": self.mode,

@@ -12,7 +12,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +76,19 @@ def make_validator(args: Args) -> Validator:
     return Validator(jobs, cluster, args.base, config, args.warmup, args.metric, args.validation_window)
 
 
-def _trace_and_cluster(args: Args) -> tuple[list[Job], ClusterSpec]:
+def _trace_and_cluster(args: Args) -> tuple[tuple[Job, ...], ClusterSpec]:
     if args.loop not in LOOPS:
         raise UsageError(f"--loop must be one of {LOOPS}, got {args.loop!r}")
-    trace = load_trace(resolve_trace(args.trace))
-    jobs, model = apply_estimates(trace.jobs, args.estimates, args.estimates_seed)
+    jobs, model = _estimated_jobs(args.trace, args.estimates, args.estimates_seed)
     args.extra["estimates_resolved"] = model
     return jobs, load_cluster(args.cluster)
+
+
+@cache
+def _estimated_jobs(trace: str, estimates: str, seed: int) -> tuple[tuple[Job, ...], str]:
+    """Loaded once per process: the environment and the validator of a process read the same trace."""
+    jobs, model = apply_estimates(load_trace(resolve_trace(trace)).jobs, estimates, seed)
+    return tuple(jobs), model
 
 
 def loop_config(args: Args) -> SimConfig:

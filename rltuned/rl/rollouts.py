@@ -14,11 +14,12 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from rltuned.errors import UsageError
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.env import SchedulingEnv
 from rltuned.rl.tick_env import TickEnv
@@ -193,13 +194,9 @@ class RayCollector:
         make_validator: ValidatorFactory | None = None,
         validation_windows: int = 0,
     ) -> None:
-        import ray
+        ray = connect_ray(address, "train --ray")
         from ray.util import ActorPool
 
-        if not ray.is_initialized():
-            # "local" starts a Ray instance in this process; anything else joins an existing cluster.
-            ray.init(address=None if address == "local" else address, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)  # fmt: skip
         n = workers or max(1, int(ray.available_resources().get("CPU", 1)))
         actor = ray.remote(num_cpus=1)(Worker)
         self.workers = n
@@ -224,7 +221,19 @@ class RayCollector:
 
     def close(self) -> None:
         for actor in self.actors:
-            self._ray.kill(actor)  # type: ignore[arg-type]
+            self._ray.kill(actor)
+
+
+def connect_ray(address: str, what: str) -> Any:
+    """The `ray` module, joined to the cluster at `address` ("local" starts Ray in this process)."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError(f"{what} needs Ray: pip install 'rltuned[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(address=None if address == "local" else address, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)  # fmt: skip
+    return ray
 
 
 def make_collector(

@@ -80,14 +80,11 @@ def sweep(
     for key, values in grid.items():
         for value in values:
             replace(base, **{key: value}).check()  # a bad value fails now, not in trial 7
-    try:
-        import ray
-        from ray import tune
-    except ImportError:
-        raise UsageError("rltunectl sweep needs Ray: pip install 'rltuned[ray]'") from None
-    if not ray.is_initialized():
-        ray.init(address=None if address == "local" else address, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)  # fmt: skip
+    from rltuned.rl.rollouts import connect_ray  # torch, only once a sweep runs
+
+    connect_ray(address, "rltunectl sweep")
+    from ray import tune
+
     root = root.resolve()
     root.mkdir(parents=True, exist_ok=True)
     # Trials train with worker processes of their own; Ray only places them.
