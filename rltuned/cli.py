@@ -390,6 +390,12 @@ def render_evaluation(body: dict[str, Any]) -> str:
                 f"{r['base']:>12} {key:>11} {m['base_mean']:>12.2f} {m['rl_mean']:>12.2f} "
                 f"{m['improvement_pct']:>+11.1f}%"
             )
+        guarded = r.get("guarded", {})
+        if guarded.get("base") or guarded.get("rl"):
+            lines.append(
+                f"{r['base']:>12} {'guarded':>11} {guarded['base']:>12} {guarded['rl']:>12}"
+                "  jobs the starvation guard put first"
+            )
     return "\n".join(lines)
 
 

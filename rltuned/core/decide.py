@@ -2,7 +2,8 @@
 
 `decide` is what the daemon's engine runs every tick and what the simulator's tick loop runs every
 `interval_s` of simulated time; `decide_ranked` takes a ranking made elsewhere (training samples one)
-and finishes the tick by the same rules.
+and finishes the tick by the same rules. Every ranking, the model's, a sampled one or the base's, passes
+the starvation guard (`guard.py`) before it is placed and planned.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from rltuned.core.guard import GuardSettings, guard
 from rltuned.core.placement import Placements, place_top
 from rltuned.core.plan import Lever, Pins, Plan, Written, make_plan
 from rltuned.core.ranking import Ranking, rank_jobs
@@ -27,6 +29,7 @@ class CoreSettings:
     max_inference_ms: float = 1000.0
     milp: MilpConfig = field(default_factory=MilpConfig)
     lever: Lever = field(default_factory=Lever)
+    guard: GuardSettings = field(default_factory=GuardSettings)
 
     @property
     def places(self) -> bool:
@@ -40,6 +43,11 @@ class Decision:
     ranking: Ranking
     placements: Placements
     plan: Plan
+    displaced_since: Mapping[int, float] = field(default_factory=dict)
+    """The starvation guard's clock after this tick: `commit` it when the decision is acted on."""
+
+    def commit(self, written: Written) -> None:
+        written.displaced_since = self.displaced_since
 
 
 def decide(
@@ -61,9 +69,11 @@ def decide_ranked(
     written: Written,
     pins: Mapping[int, Pins],
 ) -> Decision:
+    guarded = guard(ranking, snapshot, settings.guard, written.displaced_since)
+    ranking = guarded.ranking
     if settings.places:
         placements = place_top(snapshot, ranking.order, settings.milp)
     else:
         placements = Placements({}, "off")
     plan = make_plan(ranking, placements, pins, written, snapshot.cluster, settings.lever)
-    return Decision(ranking, placements, plan)
+    return Decision(ranking, placements, plan, guarded.displaced_since)

@@ -41,6 +41,10 @@ class Change:
     site_factor: int | None = None
     oversubscribe: bool | None = None
     excluded_nodes: str | None = None
+    oversubscribe_before: str | None = None
+    """The OverSubscribe word ("yes"/"no") to restore on reset, from before rltuned's first write."""
+    held: bool = False
+    """rltuned's reset held the job to drop its fixed priority and has not released it yet."""
 
 
 UNTOUCHED = Change()
@@ -52,6 +56,9 @@ class Written:
 
     def __init__(self, changes: Mapping[int, Change] | None = None) -> None:
         self._changes: dict[int, Change] = dict(changes or {})
+        self.displaced_since: Mapping[int, float] = {}
+        """The starvation guard's clock (`core/guard.py`): since when each job has been pushed far below
+        its base rank. Committed by the applier from each tick's decision."""
 
     def get(self, job_id: int) -> Change:
         return self._changes.get(job_id, UNTOUCHED)
@@ -72,6 +79,7 @@ class Written:
         gone = [j for j in self._changes if j not in job_ids]
         for job_id in gone:
             del self._changes[job_id]
+        self.displaced_since = {j: t for j, t in self.displaced_since.items() if j in job_ids}
         return len(gone)
 
     def items(self) -> Iterator[tuple[int, Change]]:

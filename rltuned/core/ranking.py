@@ -40,6 +40,8 @@ class Ranking:
     features_s: float = 0.0
     """Time spent building the state (0 when no model asked for it)."""
     policy_s: float = 0.0
+    guarded: Mapping[int, str] = field(default_factory=dict)
+    """Jobs the starvation guard put first, and why ("max_wait" or "displaced"; `core/guard.py`)."""
 
     @cached_property
     def observation(self) -> Observation:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from rltuned.core import CoreSettings, Lever
+from rltuned.core.guard import GuardSettings
 from rltuned.errors import ConfigError
 from rltuned.placement.milp import MilpConfig
 from rltuned.policies import POLICIES
@@ -117,6 +118,37 @@ class ApplySettings(_Section):
         return self
 
 
+_GUARD = GuardSettings()
+
+
+class GuardSection(_Section):
+    """The starvation guard (`core/guard.py`): it runs in the decision core, so training and evaluation
+    apply the same bound the daemon does."""
+
+    enabled: bool = True
+    max_wait_s: float = Field(_GUARD.max_wait_s or 0.0, gt=0)
+    """A job pending this long goes ahead of every ranked job (default 7 days, multifactor's MaxAge)."""
+    max_displacement: int = Field(_GUARD.max_displacement or 0, ge=1)
+    """Places below its base rank the model may push a job ..."""
+    grace_s: float = Field(_GUARD.grace_s, ge=0)
+    """... for this long before the job goes first."""
+    user_max_wait_s: dict[str, float] = {}
+    """Per-user waiting caps that replace `max_wait_s`, e.g. {alice = 3600}."""
+
+    @field_validator("user_max_wait_s")
+    @classmethod
+    def _positive(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [user for user, cap in value.items() if not cap > 0]
+        if bad:
+            raise ValueError(f"caps must be positive seconds: {', '.join(bad)}")
+        return value
+
+    def settings(self) -> GuardSettings:
+        if not self.enabled:
+            return GuardSettings(None, None, self.grace_s, {})
+        return GuardSettings(self.max_wait_s, self.max_displacement, self.grace_s, dict(self.user_max_wait_s))
+
+
 class DaemonSettings(_Section):
     interval_s: float = Field(60.0, gt=0)
     """Seconds from the start of one tick to the start of the next."""
@@ -171,6 +203,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = PolicySettings()
     placement: PlacementSettings = PlacementSettings()
     apply: ApplySettings = ApplySettings()
+    guard: GuardSection = GuardSection()
     daemon: DaemonSettings = DaemonSettings()
     control: ControlSettings = ControlSettings()
     metrics: MetricsSettings = MetricsSettings()
@@ -190,7 +223,8 @@ class Settings(BaseSettings):
             p.oversubscribe,
             p.steer_untyped,
         )
-        return CoreSettings(self.policy.max_inference_ms, MilpConfig(p.milp_k, p.time_limit_ms), lever)
+        milp = MilpConfig(p.milp_k, p.time_limit_ms)
+        return CoreSettings(self.policy.max_inference_ms, milp, lever, self.guard.settings())
 
     @classmethod
     def settings_customise_sources(

@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from rltuned.core import Placements, Plan, Ranking, decide
+from rltuned.core import Action, Change, Placements, Plan, Ranking, decide
 from rltuned.daemon.config import Settings
 from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
@@ -27,7 +27,7 @@ from rltuned.errors import SlurmError
 from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel
 from rltuned.slurm.adapter import Outcome, SlurmAdapter
-from rltuned.slurm.parse import SlurmView, read_view
+from rltuned.slurm.parse import SlurmJobInfo, SlurmView, read_view
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class Decision:
     placements: Placements
     plan: Plan
     stages: Mapping[str, float]
+    displaced_since: Mapping[int, float] = field(default_factory=dict)
+    """The starvation guard's clock after this tick (committed to the ledger when the tick completes)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class TickReport:
                 "skipped_malformed": report.skipped_malformed,
                 "ranked_by": d.ranking.source,
                 "fallback": d.ranking.fallback,
+                "guarded": _count_reasons(d.ranking.guarded),
                 "solver": d.placements.outcome,
                 "placed": len(d.placements.by_job),
                 "planned_actions": len(d.plan.actions),
@@ -80,10 +83,6 @@ class TickReport:
         out["actions_failed"] = sum(self.applied.values()) - ok
         out["latency_ms"] = {k: round(v * 1000.0, 2) for k, v in self.stages.items()}
         return out
-
-
-LEDGER_EVERY = 32
-"""Applied actions between ledger saves within one plan (and once at its end)."""
 
 
 class Engine:
@@ -161,7 +160,7 @@ class Engine:
             "policy": ranking.policy_s,
             "solver": core.placements.seconds,
         }
-        return Decision(view, ranking, core.placements, core.plan, stages)
+        return Decision(view, ranking, core.placements, core.plan, stages, core.displaced_since)
 
     # --- one tick -----------------------------------------------------------------------------------
 
@@ -185,17 +184,21 @@ class Engine:
             return self._finish(
                 TickReport(self.ticks, mode, "abandoned", None, decision, {}, stages), started
             )
+        self.ledger.displaced_since = decision.displaced_since
         applied: dict[str, int] = {}
         if mode == "enforce":
             t0 = time.perf_counter()
-            applied = self.apply(decision.plan)
+            applied = self.apply(decision.plan, decision.view.info)
             stages["apply"] = time.perf_counter() - t0
         reachable = "skipped:unreachable" not in applied
         report = TickReport(self.ticks, mode, "ok", None, decision, applied, stages)
         return self._finish(report, started, slurm_up=reachable)
 
-    def apply(self, plan: Plan) -> dict[str, int]:
-        """Send the plan's updates in order; each failure is logged with Slurm's message and counted."""
+    def apply(self, plan: Plan, plan_info: Mapping[int, SlurmJobInfo] | None = None) -> dict[str, int]:
+        """Send the plan's updates in order, each logged to the ledger before it is sent (`ledger.py`);
+        each failure is logged with Slurm's message and counted. `plan_info` (the tick's read) gives the
+        OverSubscribe value to restore on reset."""
+        plan_info = plan_info or {}
         counts: Counter[str] = Counter()
         self.last_error = ""
         # Writes may use half the interval: the rest is the next tick's, which plans again anyway.
@@ -219,13 +222,23 @@ class Engine:
                 if state != "PENDING":
                     self._count(counts, action.kind, Outcome.GONE)
                     continue
+            try:  # write-ahead: never send what the ledger could not record, so reset can always undo
+                seq = self.ledger.intend(action, _restore_word(action, plan_info.get(action.job_id)))
+            except OSError as exc:
+                left = len(plan.actions) - done
+                counts["skipped:ledger"] += left
+                self.metrics.fallbacks.labels("ledger_unsaved").inc()
+                self.log.error("apply_stopped", reason=f"ledger unwritable: {exc}", skipped=left)
+                break
             result = self.adapter.update_job(action.job_id, dict(action.fields))
             self._count(counts, action.kind, result.outcome)
             self.last_error = result.message if result.outcome == Outcome.ERROR else ""
+            try:
+                self.ledger.settle(seq, action, result.outcome.value)
+            except OSError as exc:  # the intent is durable: a restart counts the write as landed
+                self.metrics.fallbacks.labels("ledger_unsaved").inc()
+                self.log.error("ledger_save_failed", path=str(self.ledger.path), error=str(exc))
             if result.outcome == Outcome.OK:
-                self.ledger.record_applied(action)
-                if done % LEDGER_EVERY == LEDGER_EVERY - 1:  # a kill mid-plan loses at most this many
-                    self._save_ledger()
                 self.log.info(
                     "job_updated", jobid=action.job_id, action=action.kind, value=action.value, mode="enforce"
                 )
@@ -244,38 +257,78 @@ class Engine:
         return dict(counts)
 
     def reset(self) -> dict[str, int]:
-        """Undo the ledger's changes on jobs still pending: hold+release for fixed priorities (multifactor
-        recomputes), SiteFactor=0, ExcNodeList cleared. A job the user held since is left held."""
+        """Undo every lever rltuned set, on every job still pending whatever its exemption now: fixed
+        priorities by hold+release (multifactor recomputes), SiteFactor=0, OverSubscribe back to the
+        job's own value, ExcNodeList cleared. A job its user held is left held (their release recomputes
+        the priority anyway). When the ledger was lost, jobs whose priority lies in rltuned's band are
+        undone too. What failed stays in the ledger for the next reset and is reported."""
         counts: Counter[str] = Counter()
         try:
-            view = self.read()
+            read = self.adapter.read()
         except SlurmError as exc:
             self.log.error("reset_failed", error=str(exc))
             raise
-        pending = {job.id: job for job in view.snapshot.pending}
-        for job_id, change in list(self.ledger.items()):
-            job = pending.get(job_id)
-            if job is None:  # started, finished, or now held/exempt: nothing safe to undo
+        queue = _queue_jobs(read.squeue)
+        undo = dict(self.ledger.items())
+        if self.ledger.unaccounted:
+            lost = self._in_band(queue, undo)
+            counts["from_slurm"] = len(lost)
+            undo |= lost
+        failed: list[int] = []
+        for job_id, change in sorted(undo.items()):
+            queued = queue.get(job_id)
+            if queued is None or not queued.pending:  # started or finished: nothing left to undo
                 self.ledger.forget(job_id)
                 counts["skipped"] += 1
                 continue
-            ok = True
-            if change.priority is not None:
-                held = self.adapter.hold(job_id)
-                released = self.adapter.release(job_id) if held.outcome == Outcome.OK else held
-                ok &= self._count(counts, "priority", released.outcome)
-            if change.site_factor:
-                ok &= self._count(
-                    counts, "site_factor", self.adapter.update_job(job_id, {"SiteFactor": "0"}).outcome
-                )
-            if change.excluded_nodes:
-                result = self.adapter.update_job(job_id, {"ExcNodeList": ""})
-                ok &= self._count(counts, "excluded_nodes", result.outcome)
-            if ok:
-                self.ledger.forget(job_id)
+            self.ledger.record(job_id, **{k: v for k, v in asdict(change).items() if v is not None})
+            for kind, fields in _undo_fields(change):
+                if kind == "priority":
+                    ok = self._restore_priority(job_id, change, queued, counts)
+                else:
+                    ok = self._count(counts, kind, self.adapter.update_job(job_id, fields).outcome)
+                if ok:
+                    self.ledger.forget_lever(job_id, kind)
+                else:
+                    failed.append(job_id)
+        if self.ledger.unaccounted and not failed:
+            self.ledger.mark_accounted()
         self._save_ledger()
-        self.log.info("reset", **counts)
+        if failed:
+            self.log.error("reset_incomplete", jobs=sorted(set(failed)), **counts)
+        else:
+            self.log.info("reset", **counts)
         return dict(counts)
+
+    def _in_band(self, queue: Mapping[int, QueuedJob], known: Mapping[int, Change]) -> dict[int, Change]:
+        """Pending jobs whose priority lies in rltuned's band: what a lost ledger may have known."""
+        a = self.settings.apply
+        return {
+            job_id: Change(priority=q.priority)
+            for job_id, q in queue.items()
+            if job_id not in known and q.pending and a.priority_min <= q.priority <= a.priority_max
+        }
+
+    def _restore_priority(self, job_id: int, change: Change, queued: QueuedJob, counts: Counter[str]) -> bool:
+        if queued.reason == "JobHeldUser" or (queued.reason == "JobHeldAdmin" and not change.held):
+            counts["priority:held"] += 1  # the holder's release recomputes it: nothing of ours survives
+            return True
+        if not change.held:
+            held = self.adapter.hold(job_id)
+            if held.outcome != Outcome.OK:
+                return self._count(counts, "priority", held.outcome)
+            self.ledger.record(job_id, held=True)  # from here on, a failed release is ours to retry
+        for delay in RELEASE_RETRIES:
+            released = self.adapter.release(job_id)
+            if released.outcome == Outcome.OK:
+                self.ledger.record(job_id, held=False)
+                return self._count(counts, "priority", Outcome.OK)
+            time.sleep(delay)
+        counts["priority:release_failed"] += 1
+        self.metrics.actions.labels("priority", "release_failed").inc()
+        hint = f"held by rltuned's reset: `scontrol release {job_id}`, or run reset again"
+        self.log.error("release_failed", jobid=job_id, error=released.message, hint=hint)
+        return False
 
     # --- bookkeeping --------------------------------------------------------------------------------
 
@@ -315,6 +368,8 @@ class Engine:
                     first=new[:3],
                 )
         self.logged_problems = set(report.problems)
+        for reason, n in _count_reasons(decision.ranking.guarded).items():
+            m.guarded.labels(reason).inc(n)
         if decision.ranking.fallback:
             m.fallbacks.labels(_reason(decision.ranking.fallback)).inc()
         if decision.placements.outcome == "fallback":
@@ -342,6 +397,19 @@ class Engine:
         return report
 
 
+def _count_reasons(guarded: Mapping[int, str]) -> dict[str, int]:
+    return dict(Counter(guarded.values()))
+
+
+def _restore_word(action: Action, info: SlurmJobInfo | None) -> str | None:
+    """For an OverSubscribe write, the word that puts the job's own value back. scontrol cannot unset
+    OverSubscribe; a job that never had one gets "no", which is what the default partition setting
+    (OverSubscribe=NO) gives it."""
+    if action.kind != "oversubscribe":
+        return None
+    return "yes" if info is not None and info.oversubscribe == "shared" else "no"
+
+
 def _unreachable(message: str) -> bool:
     """After a write that timed out or could not reach slurmctld, the rest of the plan would too."""
     text = message.lower()
@@ -354,6 +422,53 @@ def _reason(text: str) -> str:
         if text.startswith(prefix):
             return label
     return "model_unavailable"
+
+
+RELEASE_RETRIES = (0.2, 0.5, 1.0)
+"""Pauses between attempts to release a job reset held: a held job must not be left behind."""
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """What reset needs of any job squeue lists, managed or not."""
+
+    state: str
+    priority: int
+    reason: str
+
+    @property
+    def pending(self) -> bool:
+        return self.state == "PENDING"
+
+
+def _queue_jobs(squeue: Mapping[str, Any]) -> dict[int, QueuedJob]:
+    jobs = squeue.get("jobs")
+    out: dict[int, QueuedJob] = {}
+    for job in jobs if isinstance(jobs, list) else ():
+        if not isinstance(job, Mapping) or not isinstance(job.get("job_id"), int):
+            continue
+        state = job.get("job_state")
+        state = state[0] if isinstance(state, list) and state else state
+        priority = job.get("priority")
+        out[job["job_id"]] = QueuedJob(
+            str(state or "").upper(),
+            priority if isinstance(priority, int) else -1,
+            str(job.get("state_reason") or ""),
+        )
+    return out
+
+
+def _undo_fields(change: Change) -> list[tuple[str, dict[str, str]]]:
+    out: list[tuple[str, dict[str, str]]] = []
+    if change.priority is not None:
+        out.append(("priority", {}))
+    if change.site_factor:
+        out.append(("site_factor", {"SiteFactor": "0"}))
+    if change.oversubscribe is not None:
+        out.append(("oversubscribe", {"OverSubscribe": change.oversubscribe_before or "no"}))
+    if change.excluded_nodes:
+        out.append(("excluded_nodes", {"ExcNodeList": ""}))
+    return out
 
 
 def _queue_ids(squeue: Mapping[str, Any]) -> set[int]:

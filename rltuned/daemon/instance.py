@@ -8,6 +8,7 @@ paused flag lives beside it, so that a pause survives a restart.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from pathlib import Path
@@ -43,8 +44,9 @@ class InstanceLock:
             raise InstanceBusy(
                 f"{self.path} is held by another rltuned ({holder}): one writer at a time"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}, {self.role}\n".encode(), 0)
+        with contextlib.suppress(OSError):  # the note only names the holder: a full disk must not stop it
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()}, {self.role}\n".encode(), 0)
         self.fd = fd
         return self
 

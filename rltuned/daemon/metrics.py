@@ -73,6 +73,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.guarded = Counter(
+            "rltuned_guard_promotions_total",
+            "Job-ticks the starvation guard put a job ahead of the ranking, by reason (max_wait, displaced).",
+            ["reason"],
+            registry=r,
+        )
         self.fallbacks = Counter("rltuned_fallbacks_total", "Fallbacks by reason.", ["reason"], registry=r)
         self.solver = Counter(
             "rltuned_solver_outcomes_total", "Placement solves by outcome.", ["outcome"], registry=r

@@ -164,6 +164,7 @@ class Service:
             Ledger.in_dir(settings.daemon.state_dir),
             self.metrics,
         )
+        self._report_lost_ledger()
         self._load_initial_model()
 
     @property
@@ -171,6 +172,13 @@ class Service:
         return self.mode_override or self.settings.apply.mode
 
     # --- start-up -----------------------------------------------------------------------------------
+
+    def _report_lost_ledger(self) -> None:
+        """A corrupt ledger was moved aside: say where, once; `reset` then also undoes from Slurm."""
+        ledger = self.engine.ledger
+        if ledger.moved_aside is not None:
+            self.metrics.fallbacks.labels("ledger_corrupt").inc()
+            self.log.error("ledger_corrupt", moved_to=str(ledger.moved_aside), problem=ledger.unaccounted)
 
     def _load_initial_model(self) -> None:
         path = self.settings.policy.model
@@ -408,10 +416,12 @@ class Service:
         with self.lock:
             if fresh.slurm != self.settings.slurm:
                 self.engine.adapter = make_adapter(fresh)
+            moved = fresh.daemon.state_dir != self.settings.daemon.state_dir
             self.settings = fresh
             self.engine.settings = fresh
-            if fresh.daemon.state_dir != self.engine.ledger.path:
+            if moved:
                 self.engine.ledger = Ledger.in_dir(fresh.daemon.state_dir)
+                self._report_lost_ledger()
             serving = self.engine.model
             if serving is not None:
                 try:
@@ -489,11 +499,14 @@ class Service:
             self.log.warning("pause_not_persisted", error=problem)
 
     def health(self) -> str | None:
-        """Why the daemon is unhealthy, or None: a tick must end at least every two intervals (a tick
+        """Why the daemon is unhealthy, or None: a tick must end within two intervals of the last one,
+        plus the time the last one took (a tick slower than the interval starts the next at once; a tick
         that failed still ended; a paused daemon is idle on purpose, not stuck)."""
         if self.paused:
             return None
-        limit = 2 * self.settings.daemon.interval_s
+        last = self.engine.last
+        took = last.stages.get("total", 0.0) if last is not None else 0.0
+        limit = 2 * self.settings.daemon.interval_s + took
         now = time.monotonic()
         if self.completed_at is None:
             # The first tick may also pay for start-up reads: allow it the stuck limit on top.
@@ -502,7 +515,8 @@ class Service:
             return None
         if now - self.completed_at > limit:
             idle = now - self.completed_at
-            return f"no tick has completed for {idle:.0f} s (limit: two intervals, {limit:g} s)"
+            why = f"limit: two intervals and the last tick's {took:.1f} s"
+            return f"no tick has completed for {idle:.0f} s ({why})"
         return None
 
     def status(self) -> dict[str, Any]:
@@ -524,6 +538,7 @@ class Service:
             "last_tick": last.summary() if last else None,
             "metrics_port": self.metrics_port,
             "ledger_jobs": len(self.engine.ledger),
+            "ledger_unaccounted": self.engine.ledger.unaccounted,
         }
 
 

@@ -18,6 +18,7 @@ PLAN_COLUMNS = (
     "priority_now",
     "target",
     "placement",
+    "guard",
 )
 
 
@@ -40,6 +41,7 @@ def plan_rows(decision: Decision) -> list[dict[str, Any]]:
                 "placement": job.placement
                 + ("" if job.pack is None else (" (pack)" if job.pack else " (spread)")),
                 "actions": " ".join(actions.get(job.job_id, [])),
+                "guard": decision.ranking.guarded.get(job.job_id),
             }
         )
     return rows

@@ -56,6 +56,11 @@ class Comparison:
                 "rl_std": float(r.std()),
                 "improvement_pct": float(100.0 * better / b.mean()) if b.mean() else 0.0,
             }
+        # How often the starvation guard overrode each side's ranking (measured jobs promoted).
+        out["guarded"] = {
+            "base": sum(m.guarded for m in self.base_metrics),
+            "rl": sum(m.guarded for m in self.rl_metrics),
+        }
         return out
 
 

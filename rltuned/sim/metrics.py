@@ -26,6 +26,8 @@ class Metrics:
     max_wait_s: float
     fairness: float
     """Worst user's mean bounded slowdown over the mean of all jobs (1 = perfectly even)."""
+    guarded: int = 0
+    """Measured jobs the starvation guard put ahead of the ranking at some tick."""
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)
@@ -58,6 +60,7 @@ def compute_metrics(result: SimResult) -> Metrics:
         p99_wait_s=float(p99),
         max_wait_s=float(wait.max()),
         fairness=_fairness(result, bsld),
+        guarded=sum(1 for r in records if r.job.id in result.guarded),
     )
 
 

@@ -9,7 +9,7 @@ sides of an evaluation go through it; the base side simply has no model, as a da
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rltuned.core import CoreSettings, Decision, Written, decide
 from rltuned.core.inputs import unreadable_inputs
@@ -62,6 +62,8 @@ class TickEpisode:
         self.base = make_policy(settings.base)
         self.run = SlurmRun(cluster, jobs, warmup, settings.slurm, settings.interval_s)
         self.written = Written()
+        self.guarded: set[int] = set()
+        """Jobs the starvation guard put first at some tick (the evaluation reports how many)."""
         self.snapshot: ClusterSnapshot | None = None
         self.result: SimResult | None = None
         self._loop = self.run.loop()
@@ -83,6 +85,8 @@ class TickEpisode:
             raise RuntimeError("the episode is over")
         for action in decision.plan.actions:
             self.written.record_applied(action)
+        decision.commit(self.written)
+        self.guarded |= set(decision.ranking.guarded)
         self._advance(decision)
 
     def _advance(self, decision: Decision | None) -> None:
@@ -90,7 +94,7 @@ class TickEpisode:
             snapshot = next(self._loop) if decision is None else self._loop.send(decision.plan)
         except StopIteration:
             self.snapshot = None
-            self.result = self.run.result()
+            self.result = replace(self.run.result(), guarded=frozenset(self.guarded))
             return
         self.snapshot = snapshot
         self.written.keep_only({j.id for j in snapshot.pending} | {r.job.id for r in snapshot.running})

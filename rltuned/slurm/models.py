@@ -31,6 +31,11 @@ def _text(value: object) -> object:
     return "" if value is None else value
 
 
+def _word_or_none(value: object) -> object:
+    """One word, lower-case, else None: a shape this version does not know is not worth dropping a job."""
+    return value.strip().lower() or None if isinstance(value, str) else None
+
+
 def _words(value: object) -> object:
     """A list of strings, from a list or a comma-separated string (`"main,gpu"`)."""
     if value is None:
@@ -127,6 +132,8 @@ class SlurmJob(_Lenient):
     dependency: Text = ""
     required_nodes: Text = ""
     excluded_nodes: Text = ""
+    shared: Annotated[str | None, BeforeValidator(_word_or_none)] = None
+    """OverSubscribe as squeue spells it: "shared" (yes), "none" (no), ...; null when never set."""
     job_resources: JobResources | None = None
 
     @field_validator("gres_detail", mode="before")

@@ -184,6 +184,8 @@ class SlurmJobInfo:
     node_count: int
     required_nodes: tuple[str, ...]
     excluded_nodes: tuple[str, ...]
+    oversubscribe: str | None = None
+    """squeue's `shared` ("shared" after OverSubscribe=yes, "none" after =no, null when never set)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,6 +583,7 @@ def _info(record: SlurmJob) -> SlurmJobInfo:
         node_count=max(1, record.node_count or 1),
         required_nodes=hostlist.expand(record.required_nodes),
         excluded_nodes=hostlist.expand(record.excluded_nodes),
+        oversubscribe=record.shared,
     )
 
 

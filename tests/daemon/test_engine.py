@@ -295,10 +295,11 @@ def test_a_steered_job_that_did_not_start_is_freed_on_the_next_tick(tmp_path: Pa
     assert eng.ledger.get(12).excluded_nodes is None
 
 
-def test_a_ledger_that_cannot_be_saved_is_reported_and_the_tick_goes_on(tmp_path: Path) -> None:
+def test_nothing_is_written_that_the_ledger_could_not_record_and_the_tick_goes_on(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     adapter = FakeAdapter()
     eng = engine(adapter, tmp_path / "file", apply={"mode": "enforce"})  # state_dir under a plain file
     report = eng.tick()
-    assert report.result == "ok" and adapter.writes  # the writes happened and are reported ...
-    assert eng.metrics.fallbacks.labels("ledger_unsaved")._value.get() >= 1  # ... the lost ledger too
+    assert report.result == "ok" and not adapter.writes  # reset could not undo them: none are sent
+    assert report.applied == {"skipped:ledger": len(MANAGED)}
+    assert eng.metrics.fallbacks.labels("ledger_unsaved")._value.get() >= 1

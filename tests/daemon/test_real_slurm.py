@@ -233,6 +233,8 @@ def test_site_factor_and_placement_levers_reach_slurm_and_reset_undoes_them(
     try:
         untyped = [lab.sbatch("2", minutes=10, user="alice"), lab.sbatch("1", minutes=3, user="carol")]
         typed = [lab.sbatch("p100:1", minutes=5, user="bob"), lab.sbatch("k80:2", minutes=20, user="alice")]
+        own = lab.sbatch("m40:1", minutes=7, user="bob", extra=["--oversubscribe"])  # OverSubscribe=YES
+        typed.append(own)
         managed = untyped + typed
         path = config(tmp_path, lab, apply__lever="site_factor", placement__oversubscribe=True)
         proc = cli("--config", str(path), "--once", "--mode", "enforce")
@@ -260,6 +262,10 @@ def test_site_factor_and_placement_levers_reach_slurm_and_reset_undoes_them(
         assert proc.returncode == 0, proc.stderr
         assert all(sprio_site(lab)[job] == 0 for job in managed)
         assert all(lab.job_field(job, "ExcNodeList") == "(null)" for job in untyped)
+        # Each job's own OverSubscribe is back (never set cannot be restored: NO, the partition default).
+        assert {job: lab.job_field(job, "OverSubscribe") for job in managed} == {
+            job: "YES" if job == own else "NO" for job in managed
+        }
 
         # Steer again, then let Slurm schedule: each untyped job runs on the GPU model the plan chose.
         assert cli("--config", str(path), "--once", "--mode", "enforce").returncode == 0

@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -384,11 +385,12 @@ def test_health_needs_a_tick_every_two_intervals_unless_paused(tmp_path: Path) -
     assert svc.health() is None  # just started: the first tick has its start-up allowance
     svc.started_at -= 20 + svc.stuck_limit_s() + 1
     assert svc.health() is not None and "no tick has completed in the" in str(svc.health())
-    svc.engine.tick("shadow")
-    svc.completed_at = time.monotonic() - 19
-    assert svc.health() is None
-    svc.completed_at = time.monotonic() - 21
-    assert svc.health() == "no tick has completed for 21 s (limit: two intervals, 20 s)"
+    report = svc.engine.tick("shadow")
+    svc.engine.last = replace(report, stages={**report.stages, "total": 3.0})  # a tick that took 3 s
+    svc.completed_at = time.monotonic() - 22
+    assert svc.health() is None  # a slow tick delays the next one: two intervals plus its 3 s
+    svc.completed_at = time.monotonic() - 24
+    assert svc.health() == "no tick has completed for 24 s (limit: two intervals and the last tick's 3.0 s)"
     status = svc.status()
     assert status["healthy"] is False and status["seconds_since_tick"] >= 21
     svc.paused = True  # idle on purpose

@@ -1,0 +1,76 @@
+"""The starvation guard: no ranking may push a job back without bound.
+
+Fixed priorities stop multifactor's age and fair-share for the jobs rltuned manages, so nothing in Slurm
+ages a job the ranking keeps last. The guard does, in the decision core, so the simulator trains and
+evaluates with exactly the bound the daemon enforces:
+
+- a job pending longer than `max_wait_s` (or its user's own cap) goes ahead of every ranked job;
+- a job the model ranks more than `max_displacement` places below its base rank, tick after tick for
+  `grace_s`, goes ahead too.
+
+Promoted jobs keep their base order among themselves. The displacement clock is per job and lives in the
+planner's memory (`Written.displaced_since`), committed by whoever applies the decision, so a dry-run
+`plan` does not move it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from rltuned.core.ranking import Ranking
+from rltuned.domain import ClusterSnapshot
+
+MAX_WAIT = "max_wait"
+DISPLACED = "displaced"
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    max_wait_s: float | None = 7 * 86400.0
+    """A job pending this long goes first (None: no bound on waiting)."""
+    max_displacement: int | None = 128
+    """Places below its base rank a job may be pushed for longer than `grace_s` (None: unbounded)."""
+    grace_s: float = 12 * 3600.0
+    user_max_wait_s: Mapping[str, float] = field(default_factory=dict)
+    """Per-user caps on waiting, tighter or looser than `max_wait_s`."""
+
+    @property
+    def off(self) -> bool:
+        return self.max_wait_s is None and self.max_displacement is None and not self.user_max_wait_s
+
+
+@dataclass(frozen=True)
+class Guarded:
+    ranking: Ranking
+    """The ranking with promoted jobs first (`ranking.guarded` names them and why)."""
+    displaced_since: Mapping[int, float]
+    """The displacement clock after this tick, for the applier to commit."""
+
+
+def guard(
+    ranking: Ranking,
+    snapshot: ClusterSnapshot,
+    settings: GuardSettings,
+    displaced_since: Mapping[int, float],
+) -> Guarded:
+    if settings.off or not ranking.order:
+        return Guarded(ranking, {})
+    now = snapshot.now
+    base_rank = {job.id: i for i, job in enumerate(ranking.base_order)}
+    clock: dict[int, float] = {}
+    reasons: dict[int, str] = {}
+    for place, job in enumerate(ranking.order):
+        cap = settings.user_max_wait_s.get(job.user, settings.max_wait_s)
+        if cap is not None and now - job.submit >= cap:
+            reasons[job.id] = MAX_WAIT
+        if settings.max_displacement is not None and place - base_rank[job.id] > settings.max_displacement:
+            since = displaced_since.get(job.id, now)
+            clock[job.id] = since
+            if now - since >= settings.grace_s:
+                reasons.setdefault(job.id, DISPLACED)
+    if not reasons:
+        return Guarded(ranking, clock)
+    first = tuple(job for job in ranking.base_order if job.id in reasons)
+    rest = tuple(job for job in ranking.order if job.id not in reasons)
+    return Guarded(replace(ranking, order=first + rest, guarded=reasons), clock)

@@ -1,0 +1,109 @@
+"""The starvation guard: whatever the ranking, no job waits without bound, in the daemon and in training."""
+
+from __future__ import annotations
+
+from rltuned.core import CoreSettings, Ranking, Written, decide_ranked
+from rltuned.core.guard import DISPLACED, MAX_WAIT, GuardSettings, guard
+from rltuned.domain import ClusterSnapshot, Job
+from rltuned.sim.ticks import UNPINNED, TickEpisode, TickSettings
+from tests.builders import cluster, job
+
+SPEC = cluster(("V100", 1, 1))
+HOUR = 3600.0
+
+
+def _snapshot(now: float, jobs: list[Job]) -> ClusterSnapshot:
+    return ClusterSnapshot(now, SPEC, (0,), (0,), (0,), tuple(jobs), ())
+
+
+def _ranking(jobs: list[Job], order: list[int]) -> Ranking:
+    by_id = {j.id: j for j in jobs}
+
+    def no_state() -> None:
+        raise AssertionError("the guard never needs the state matrix")
+
+    return Ranking(tuple(by_id[i] for i in order), tuple(jobs), {}, "model", no_state)  # type: ignore[arg-type]
+
+
+def _ids(ranking: Ranking) -> list[int]:
+    return [j.id for j in ranking.order]
+
+
+JOBS = [job(i, submit=0.0, gpus=1, runtime=60.0, user=f"u{i}") for i in range(1, 5)]
+
+
+def test_a_job_pending_past_max_wait_goes_ahead_of_every_ranked_job() -> None:
+    ranking = _ranking(JOBS, [4, 3, 2, 1])
+    settings = GuardSettings(max_wait_s=10 * HOUR, max_displacement=None)
+    early = guard(ranking, _snapshot(9 * HOUR, JOBS), settings, {}).ranking
+    assert _ids(early) == [4, 3, 2, 1] and not early.guarded
+    late = [*JOBS[:3], job(4, submit=9 * HOUR, gpus=1, runtime=60.0)]
+    out = guard(_ranking(late, [4, 3, 2, 1]), _snapshot(10 * HOUR, late), settings, {}).ranking
+    assert _ids(out) == [1, 2, 3, 4]  # the three old jobs first, in base order; the fresh one after
+    assert out.guarded == {1: MAX_WAIT, 2: MAX_WAIT, 3: MAX_WAIT}
+
+
+def test_a_users_own_cap_replaces_max_wait() -> None:
+    settings = GuardSettings(max_wait_s=None, max_displacement=None, user_max_wait_s={"u2": HOUR})
+    out = guard(_ranking(JOBS, [4, 3, 1, 2]), _snapshot(2 * HOUR, JOBS), settings, {}).ranking
+    assert _ids(out) == [2, 4, 3, 1]
+    assert out.guarded == {2: MAX_WAIT}
+
+
+def test_displacement_promotes_only_after_the_grace_period_and_its_clock_restarts() -> None:
+    settings = GuardSettings(max_wait_s=None, max_displacement=2, grace_s=HOUR)
+    ranking = _ranking(JOBS, [2, 3, 4, 1])  # job 1: base rank 0, ranked 3rd place below it
+    first = guard(ranking, _snapshot(0.0, JOBS), settings, {})
+    assert _ids(first.ranking) == [2, 3, 4, 1] and first.displaced_since == {1: 0.0}
+    still = guard(ranking, _snapshot(HOUR - 1, JOBS), settings, first.displaced_since)
+    assert not still.ranking.guarded
+    due = guard(ranking, _snapshot(HOUR, JOBS), settings, still.displaced_since)
+    assert _ids(due.ranking) == [1, 2, 3, 4] and due.ranking.guarded == {1: DISPLACED}
+    # Ranked within two places of its base rank, the clock is dropped; pushed down again, it restarts.
+    back = guard(_ranking(JOBS, [2, 3, 1, 4]), _snapshot(HOUR + 60, JOBS), settings, due.displaced_since)
+    assert back.displaced_since == {}
+    again = guard(ranking, _snapshot(HOUR + 120, JOBS), settings, back.displaced_since)
+    assert not again.ranking.guarded and again.displaced_since == {1: HOUR + 120}
+
+
+def test_off_leaves_the_ranking_alone() -> None:
+    settings = GuardSettings(max_wait_s=None, max_displacement=None)
+    ranking = _ranking(JOBS, [4, 3, 2, 1])
+    assert guard(ranking, _snapshot(1e9, JOBS), settings, {}).ranking is ranking
+
+
+def test_the_core_plans_the_guarded_order_and_the_clock_moves_only_when_committed() -> None:
+    settings = CoreSettings(guard=GuardSettings(max_wait_s=None, max_displacement=2, grace_s=0.0))
+    written = Written()
+    decision = decide_ranked(_snapshot(0.0, JOBS), _ranking(JOBS, [2, 3, 4, 1]), settings, written, UNPINNED)
+    assert decision.plan.jobs[0].job_id == 1  # planned first, so written highest
+    assert written.displaced_since == {}  # a dry run (`rltunectl plan`) does not start the clock
+    decision.commit(written)
+    assert written.displaced_since == {1: 0.0}
+
+
+def test_training_and_evaluation_run_with_the_guard() -> None:
+    """One GPU; a ranking that always puts job 1 last would start it after every other job. The guard
+    (max wait 30 min) starts it at the first free GPU after 30 minutes, in the simulated daemon loop,
+    and the result says it acted."""
+    jobs = sorted([job(1, 30.0, 1, 600.0)] + [job(i, 60.0 * (i - 2), 1, 600.0) for i in range(2, 12)],
+                  key=lambda j: j.submit)  # fmt: skip
+
+    def run(guard_settings: GuardSettings) -> dict[int, float]:
+        settings = TickSettings(core=CoreSettings(guard=guard_settings))
+        episode = TickEpisode(SPEC, jobs, 0, settings)
+        while episode.snapshot is not None:
+            snap = episode.snapshot
+            order = sorted((j.id for j in snap.pending), key=lambda i: (i == 1, i))
+            episode.apply(decide_ranked(snap, _ranking(list(snap.pending), order), settings.core,
+                                        episode.written, UNPINNED))  # fmt: skip
+        assert episode.result is not None
+        starts = {r.job.id: r.start for r in episode.result.records}
+        assert (1 in episode.result.guarded) == (guard_settings.max_wait_s is not None)
+        return starts
+
+    unguarded = run(GuardSettings(max_wait_s=None, max_displacement=None))
+    assert unguarded[1] == max(unguarded.values())
+    guarded = run(GuardSettings(max_wait_s=1800.0, max_displacement=None))
+    assert guarded[1] < 1800.0 + 600.0 + 120.0  # the first GPU freed after the bound, on the tick grid
+    assert guarded[1] < max(guarded.values())
