@@ -469,7 +469,10 @@ class Service:
             age = {"tick_age_s": round(time.monotonic() - at, 1)}
             if command == "plan":
                 return {"ok": True, "mode": self.mode, **age, "rows": plan_rows(decision)}
-            return {"ok": True, **age, **explain_job(decision, int(request.get("job_id", -1)))}
+            job_id = request.get("job_id")
+            if not isinstance(job_id, int) or isinstance(job_id, bool):
+                return {"ok": False, "error": f"explain needs an integer job_id, got {job_id!r:.40}"}
+            return {"ok": True, **age, **explain_job(decision, job_id)}
         return {"ok": False, "error": f"unknown command {command!r}"}
 
     def _unapproved(self, path: Path) -> str | None:

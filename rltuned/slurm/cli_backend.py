@@ -26,7 +26,13 @@ _GONE = (
     "no longer pending",
     "job/step already completing or completed",
 )
-_DENIED = ("access/permission denied", "permission denied", "only a privileged user", "not authorized")
+_DENIED = (
+    "access/permission denied",
+    "permission denied",
+    "only a privileged user",
+    "not authorized",
+    "invalid user id",  # 22.05's answer to a non-Operator updating another user's job
+)
 _HELD = ("held",)
 _NO_JSON = ("unrecognized option", "invalid option", "unknown option", "openapi", "data_parser", "serializer")
 

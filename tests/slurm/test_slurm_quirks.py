@@ -398,3 +398,21 @@ def test_an_empty_queue_and_an_empty_cluster() -> None:
     doc = samples.sinfo()
     doc["nodes"] = []
     assert parse_nodes(doc).cluster.nodes == ()
+
+
+@pytest.mark.parametrize(
+    ("stderr", "outcome"),
+    [
+        ("slurm_update error: Access/permission denied for job 26", "denied"),
+        # What 22.05 answers when a user who is not an Operator sets another user's job's priority
+        # (seen by the fault-injection suite): a refusal, so enforce mode pauses after a few ticks.
+        ("slurm_update error: Invalid user id for job 28", "denied"),
+        ("slurm_update error: Invalid job id specified", "gone"),
+        ("slurm_update error: Job is no longer pending execution for job 12", "gone"),
+        ("scontrol timed out after 3 s (slurmctld unreachable?)", "error"),
+    ],
+)
+def test_scontrol_complaints_are_classified_as_slurm_words_them(stderr: str, outcome: str) -> None:
+    from rltuned.slurm.cli_backend import classify
+
+    assert classify(stderr).value == outcome
