@@ -25,12 +25,11 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any, Protocol
 
+from rltuned.core.levers import EXCLUDED_NODES, OVERSUBSCRIBE, PRIORITY, RANKING_LEVERS, SITE_FACTOR
 from rltuned.core.placement import Placement, Placements
 from rltuned.core.ranking import Ranking
 from rltuned.domain import ClusterSpec, Job
 from rltuned.slurm.hostlist import compress
-
-LEVERS = ("priority", "site_factor")
 
 
 @dataclass(frozen=True)
@@ -183,7 +182,7 @@ def make_plan(
         n = len(order)
         targets = {job.id: round(lever.site_factor_max * (n - r) / n) for r, job in enumerate(order)}
     else:
-        raise ValueError(f"lever must be one of {LEVERS}, got {lever.kind!r}")
+        raise ValueError(f"lever must be one of {RANKING_LEVERS}, got {lever.kind!r}")
     actions: list[Action] = []
     for job in order:
         placed = placements.by_job.get(job.id)
@@ -227,30 +226,25 @@ def _job_actions(
     lever: Lever,
 ) -> list[Action]:
     out: list[Action] = []
-    if lever.kind == "priority":
+    if lever.kind == PRIORITY.kind:
         if job.priority != target:
-            out.append(Action(job.id, "priority", (("Priority", str(target)),), target))
+            out.append(PRIORITY.action(job.id, target))
     elif change.site_factor != target and (
         change.site_factor is None or abs(change.site_factor - target) > lever.site_factor_deadband
     ):
-        out.append(Action(job.id, "site_factor", (("SiteFactor", str(target)),), target))
+        out.append(SITE_FACTOR.action(job.id, target))
     if placed is None and change.excluded_nodes:  # steered on an earlier tick and did not start: free it
-        out.append(Action(job.id, "excluded_nodes", (("ExcNodeList", ""),), "", needs_pending=True))
+        out.append(EXCLUDED_NODES.action(job.id, ""))
     if placed is None or info is None:
         return out
     if lever.oversubscribe and change.oversubscribe != placed.pack:
-        word = "yes" if placed.pack else "no"
-        out.append(
-            Action(job.id, "oversubscribe", (("OverSubscribe", word),), placed.pack, needs_pending=True)
-        )
+        out.append(OVERSUBSCRIBE.action(job.id, placed.pack))
     pinned_by_user = info.required_nodes or (info.excluded_nodes and change.excluded_nodes is None)
     if lever.steer_untyped and job.gpu_type is None and not pinned_by_user:
         others = [n.name for n in cluster.nodes if n.gpu_type != placed.gpu_type]
         excluded = compress(others) if others else ""
         if excluded != (change.excluded_nodes or "") and excluded:
-            out.append(
-                Action(job.id, "excluded_nodes", (("ExcNodeList", excluded),), excluded, needs_pending=True)
-            )
+            out.append(EXCLUDED_NODES.action(job.id, excluded))
     return out
 
 

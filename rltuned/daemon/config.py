@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from rltuned.core import CoreSettings, Lever
 from rltuned.core.guard import GuardSettings
+from rltuned.core.levers import LeverSpec, enabled
 from rltuned.errors import ConfigError
 from rltuned.placement.milp import MilpConfig
 from rltuned.policies import POLICIES
@@ -208,6 +209,10 @@ class Settings(BaseSettings):
     control: ControlSettings = ControlSettings()
     metrics: MetricsSettings = MetricsSettings()
     log: LogSettings = LogSettings()
+
+    def levers(self) -> list[LeverSpec]:
+        """The levers this configuration pulls (`core/levers.py`)."""
+        return enabled(self.apply.lever, self.placement.oversubscribe, self.placement.steer_untyped)
 
     def core(self) -> CoreSettings:
         """What the decision core needs of this config (the simulator builds the same from a file)."""

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rltuned.core import Action, Change, Placements, Plan, Ranking, decide
+from rltuned.core.levers import HOLD_RELEASE, LEVERS
 from rltuned.daemon.config import Settings
 from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
@@ -282,15 +283,8 @@ class Engine:
                 counts["skipped"] += 1
                 continue
             self.ledger.record(job_id, **{k: v for k, v in asdict(change).items() if v is not None})
-            for kind, fields in _undo_fields(change):
-                if kind == "priority":
-                    ok = self._restore_priority(job_id, change, queued, counts)
-                else:
-                    ok = self._count(counts, kind, self.adapter.update_job(job_id, fields).outcome)
-                if ok:
-                    self.ledger.forget_lever(job_id, kind)
-                else:
-                    failed.append(job_id)
+            if not self._undo_job(job_id, change, queued, counts):
+                failed.append(job_id)
         if self.ledger.unaccounted and not failed:
             self.ledger.mark_accounted()
         self._save_ledger()
@@ -299,6 +293,22 @@ class Engine:
         else:
             self.log.info("reset", **counts)
         return dict(counts)
+
+    def _undo_job(self, job_id: int, change: Change, queued: QueuedJob, counts: Counter[str]) -> bool:
+        """Undo each lever the ledger has on the job (`core/levers.py`); True when all worked."""
+        all_ok = True
+        for lever in LEVERS.values():
+            fields = lever.undo(change)
+            if fields is None:
+                continue
+            if fields is HOLD_RELEASE:
+                ok = self._restore_priority(job_id, change, queued, counts)
+            else:
+                ok = self._count(counts, lever.kind, self.adapter.update_job(job_id, dict(fields)).outcome)
+            if ok:
+                self.ledger.forget_lever(job_id, lever.kind)
+            all_ok &= ok
+        return all_ok
 
     def _in_band(self, queue: Mapping[int, QueuedJob], known: Mapping[int, Change]) -> dict[int, Change]:
         """Pending jobs whose priority lies in rltuned's band: what a lost ledger may have known."""
@@ -455,19 +465,6 @@ def _queue_jobs(squeue: Mapping[str, Any]) -> dict[int, QueuedJob]:
             priority if isinstance(priority, int) else -1,
             str(job.get("state_reason") or ""),
         )
-    return out
-
-
-def _undo_fields(change: Change) -> list[tuple[str, dict[str, str]]]:
-    out: list[tuple[str, dict[str, str]]] = []
-    if change.priority is not None:
-        out.append(("priority", {}))
-    if change.site_factor:
-        out.append(("site_factor", {"SiteFactor": "0"}))
-    if change.oversubscribe is not None:
-        out.append(("oversubscribe", {"OverSubscribe": change.oversubscribe_before or "no"}))
-    if change.excluded_nodes:
-        out.append(("excluded_nodes", {"ExcNodeList": ""}))
     return out
 
 

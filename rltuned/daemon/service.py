@@ -24,6 +24,7 @@ from typing import Any
 import sdnotify
 
 from rltuned.core.inputs import readable_bases, unreadable_inputs
+from rltuned.core.levers import conf_problems, pyslurm_cannot
 from rltuned.core.scoring import score_queue
 from rltuned.daemon import config as config_mod
 from rltuned.daemon.config import Settings
@@ -39,28 +40,15 @@ from rltuned.features import encode
 from rltuned.policies import make_policy
 from rltuned.rl.export import ACTOR_FILE, LoadedModel, load_model, sha256
 from rltuned.slurm.adapter import SlurmAdapter
-from rltuned.slurm.config_check import parse_show_config, priority_problems
+from rltuned.slurm.config_check import parse_show_config
 
 MIN_PAUSE_S = 0.2
-
-
-def pyslurm_cannot(settings: Settings) -> list[str]:
-    """The configured levers the pyslurm backend cannot write (it sets priority and node lists only,
-    and cannot clear a list, which un-steering needs)."""
-    problems = []
-    if settings.apply.lever == "site_factor":
-        problems.append('apply.lever = "site_factor"')
-    if settings.placement.oversubscribe:
-        problems.append("placement.oversubscribe = true")
-    if settings.placement.steer_untyped:
-        problems.append("placement.steer_untyped = true")
-    return problems
 
 
 def check_backend(settings: Settings) -> list[str]:
     """ConfigError when pyslurm is asked for explicitly with a lever it cannot write; else what it
     cannot write (for `auto`, a reason to take the commands)."""
-    cannot = pyslurm_cannot(settings)
+    cannot = pyslurm_cannot(settings.levers())
     if settings.slurm.backend == "pyslurm" and cannot:
         raise ConfigError(f'slurm.backend = "pyslurm" cannot write {", ".join(cannot)}; use cli or auto')
     return cannot
@@ -244,7 +232,7 @@ class Service:
         except SlurmError as exc:
             self.log.warning("slurm_config_unread", error=str(exc))
             return
-        for problem in priority_problems(config, self.settings.apply.lever):
+        for problem in conf_problems(config, self.settings.levers()):
             self.log.warning("slurm_priority_setting", problem=problem, lever=self.settings.apply.lever)
 
     def install_signals(self) -> None:

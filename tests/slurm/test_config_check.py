@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from rltuned.slurm.config_check import parse_show_config, priority_problems
+from rltuned.core.levers import LEVERS, conf_problems
+from rltuned.slurm.config_check import parse_show_config
+
+
+def priority_problems(config: dict[str, str], lever: str) -> list[str]:
+    return conf_problems(config, [LEVERS[lever]])
+
 
 SHOW = """Configuration data as of 2026-11-22T02:10:00
 PriorityType            = priority/multifactor
