@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     _add_train(sub)
     _add_evaluate(sub)
+    _add_tune(sub)
     _add_control(sub)
     return parser
 
@@ -116,6 +118,79 @@ def _add_args_fields(parser: argparse.ArgumentParser) -> None:
         },
         aliases={"num_minibatches": "--minibatches", "interval_s": "--interval"},
     )
+
+
+def _add_tune(sub: argparse._SubParsersAction[_Parser]) -> None:
+    tu = sub.add_parser(
+        "tune",
+        help="search multifactor weights for a cluster on a trace (training split), choose them on the "
+        "validation split, and print the slurm.conf lines",
+    )
+    tu.add_argument("--trace", required=True)
+    tu.add_argument("--cluster", required=True, help="preset name or a saved `sinfo --json`")
+    tu.add_argument("--slurm-config", type=Path, help="saved `scontrol show config`: the current settings")
+    tu.add_argument("--metric", choices=("bsld", "wait", "jct"), default="bsld")
+    tu.add_argument("--trials", type=int, default=40)
+    tu.add_argument("--train-windows", type=int, default=4, help="random training windows per trial")
+    tu.add_argument("--window", type=int, default=1024, help="jobs per training window")
+    tu.add_argument("--warmup", type=int, default=512)
+    tu.add_argument("--estimates", choices=MODELS, default="qssf-noise")
+    tu.add_argument("--seed", type=int, default=0)
+    tu.add_argument("--json", action="store_true")
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from rltuned.sim.slurm import SlurmParams
+    from rltuned.sim.slurm_config import params_from_show_config
+    from rltuned.tuning import TuneSettings, slurm_conf_lines, tune
+
+    _require(args.trials >= 1, f"--trials must be >= 1, got {args.trials}")
+    _require(args.train_windows >= 1, f"--train-windows must be >= 1, got {args.train_windows}")
+    current = SlurmParams()
+    if args.slurm_config is not None:
+        try:
+            current = params_from_show_config(
+                args.slurm_config.read_text(encoding="utf-8"), str(args.slurm_config)
+            )
+        except OSError as exc:
+            raise UsageError(f"--slurm-config {args.slurm_config}: {exc.strerror}") from None
+    cluster = load_cluster(args.cluster)
+    jobs, _ = apply_estimates(load_trace(_trace_path(args.trace)).jobs, args.estimates, args.seed)
+    settings = TuneSettings(
+        args.metric, args.trials, args.train_windows, args.window, args.warmup, seed=args.seed
+    )
+
+    def progress(done: int, value: float) -> None:
+        if not args.json:
+            print(
+                f"trial {done}/{args.trials}: training {args.metric} {value:.3f}", file=sys.stderr, flush=True
+            )
+
+    result = tune(cluster, jobs, current, settings, progress)
+    lines = slurm_conf_lines(result.chosen.weights)
+    if args.json:
+        body = {
+            "trace": args.trace, "cluster": cluster.name, "metric": args.metric, "trials": result.trials,
+            "validation_windows": result.validation_windows, "current": _scored(result.current),
+            "chosen": _scored(result.chosen), "finalists": [_scored(f) for f in result.finalists],
+            "gain_pct": result.gain_pct, "slurm_conf": lines,
+        }  # fmt: skip
+        print(json.dumps(body, indent=2))
+        return 0
+    kept = result.chosen is result.current
+    print(f"# rltunectl tune: {args.trace} on {cluster.name}, {result.trials} trials, metric {args.metric}")
+    now, best = result.current.validation, result.chosen.validation
+    print(f"# validation split ({result.validation_windows} disjoint windows): current {now:.3f}, "
+          f"chosen {best:.3f} ({result.gain_pct:+.1f}%)")  # fmt: skip
+    if kept:
+        print("# no trial beat the current settings on validation: keep them")
+    print("\n".join(lines))
+    return 0
+
+
+def _scored(s: Any) -> dict[str, Any]:
+    return {"weights": asdict(s.weights), "train": s.train, "validation": s.validation,
+            "per_window": list(s.per_window)}  # fmt: skip
 
 
 def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -459,6 +534,7 @@ COMMANDS = {
     "train": cmd_train,
     "sweep": cmd_sweep,
     "evaluate": cmd_evaluate,
+    "tune": cmd_tune,
     **{
         name: cmd_control
         for name in ("status", "reload-model", "pause", "resume", "plan", "explain", "reset")

@@ -20,4 +20,4 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 # torch first and pinned: 2.13.0 is the CPU build these machines carry; an unpinned torch pulls CUDA.
 .venv/bin/python -m pip install --quiet torch==2.13.0
-.venv/bin/python -m pip install --quiet -e '.[dev,ray]'
+.venv/bin/python -m pip install --quiet -e '.[dev,ray,tune]'

@@ -1,7 +1,9 @@
 """Slurm's multifactor priority: normalized [0, 1] factors times integer weights, summed.
 
 As in `priority_multifactor.c`: age = min(wait / max_age, 1); job size = GPUs / cluster GPUs (Slurm's
-default favours large jobs); partition = the partition's tier, 1 here (one tier); fair-share =
+default favours large jobs; `PriorityFavorSmall=YES` turns it into 1 - that, favouring small ones; Slurm
+sizes by nodes or CPUs, GPU clusters care about GPUs); TRES = GPUs / cluster GPUs times
+`PriorityWeightTRES=GRES/gpu=W`; partition = the partition's tier, 1 here (one tier); fair-share =
 2^(-usage share / shares share) with equal shares per account and usage in decayed GPU-seconds (the
 simulator decays it with PriorityDecayHalfLife; on Slurm it comes from sshare). Weights default to 1000
 each, as in the paper. `explain` returns the weighted terms, as `sprio` shows them.
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from rltuned.domain import Job, PriorityContext
 
 DEFAULT_MAX_AGE_S = 7 * 24 * 3600.0
-FACTORS = ("age", "fairshare", "job_size", "partition")
+FACTORS = ("age", "fairshare", "job_size", "partition", "tres_gpu")
 
 
 @dataclass(frozen=True)
@@ -26,11 +28,21 @@ class Multifactor:
     weight_job_size: int = 1000
     weight_partition: int = 1000
     max_age_s: float = DEFAULT_MAX_AGE_S
+    favor_small: bool = False
+    """PriorityFavorSmall."""
+    weight_tres_gpu: int = 0
+    """PriorityWeightTRES=GRES/gpu=N (0: not set)."""
 
-    def _values(self, job: Job, ctx: PriorityContext) -> tuple[float, float, float, float]:
+    def _values(self, job: Job, ctx: PriorityContext) -> tuple[float, float, float, float, float]:
         age = min(max(ctx.now - job.submit, 0.0) / self.max_age_s, 1.0)
-        size = min(job.gpus / ctx.total_gpus, 1.0) if ctx.total_gpus else 0.0
-        return age, fairshare(job.account, ctx), size, 1.0
+        gpus = min(job.gpus / ctx.total_gpus, 1.0) if ctx.total_gpus else 0.0
+        size = 1.0 - gpus if self.favor_small else gpus
+        return age, fairshare(job.account, ctx), size, 1.0, gpus
+
+    @property
+    def weights(self) -> tuple[int, int, int, int, int]:
+        return (self.weight_age, self.weight_fairshare, self.weight_job_size, self.weight_partition,
+                self.weight_tres_gpu)  # fmt: skip
 
     def factors(self, job: Job, ctx: PriorityContext) -> dict[str, float]:
         """The normalized factors, each in [0, 1]."""
@@ -38,19 +50,21 @@ class Multifactor:
 
     def explain(self, job: Job, ctx: PriorityContext) -> dict[str, float]:
         """Weighted terms and their sum, like `sprio -l`."""
-        weights = (self.weight_age, self.weight_fairshare, self.weight_job_size, self.weight_partition)
-        terms = {name: w * f for name, f, w in zip(FACTORS, self._values(job, ctx), weights, strict=True)}
+        terms = {
+            name: w * f for name, f, w in zip(FACTORS, self._values(job, ctx), self.weights, strict=True)
+        }
         terms["priority"] = sum(terms.values())
         return terms
 
     def key(self, job: Job, ctx: PriorityContext) -> float:
         """The same sum as `explain`, without building dicts: this runs for every queued job at every pass."""
-        age, fs, size, part = self._values(job, ctx)
+        age, fs, size, part, gpus = self._values(job, ctx)
         return -(
             self.weight_age * age
             + self.weight_fairshare * fs
             + self.weight_job_size * size
             + self.weight_partition * part
+            + self.weight_tres_gpu * gpus
         )
 
 

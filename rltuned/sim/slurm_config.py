@@ -40,8 +40,9 @@ def params_from_show_config(text: str, where: str = "scontrol show config") -> S
 
 
 def params_from_config(config: Mapping[str, str], where: str = "scontrol show config") -> SlurmParams:
-    """SchedulerType, SchedulerParameters (sched_interval, bf_*), PriorityWeight*, PriorityMaxAge and
-    PriorityDecayHalfLife; each malformed value is an error naming its key."""
+    """SchedulerType, SchedulerParameters (sched_interval, bf_*), PriorityWeight*, PriorityWeightTRES's
+    GRES/gpu, PriorityFavorSmall, PriorityMaxAge and PriorityDecayHalfLife; each malformed value is an
+    error naming its key."""
     values: dict[str, Any] = {}
     scheduler = config.get("SchedulerType", "sched/backfill")
     if scheduler not in ("sched/backfill", "sched/builtin"):
@@ -61,6 +62,12 @@ def params_from_config(config: Mapping[str, str], where: str = "scontrol show co
             weights[field] = int(_number(config[key], key, where))
     if "PriorityMaxAge" in config:
         weights["max_age_s"] = _duration(config["PriorityMaxAge"], "PriorityMaxAge", where)
+    if "PriorityFavorSmall" in config:
+        weights["favor_small"] = config["PriorityFavorSmall"].strip().upper() in ("YES", "1")
+    for item in config.get("PriorityWeightTRES", "").split(","):
+        name, _, raw = item.strip().partition("=")
+        if name.lower() == "gres/gpu":  # the other TRES (CPU, Mem, ...) do not tell GPU jobs apart here
+            weights["weight_tres_gpu"] = int(_number(raw, "PriorityWeightTRES GRES/gpu", where))
     if "PriorityDecayHalfLife" in config:
         values["fairshare_half_life_s"] = _duration(
             config["PriorityDecayHalfLife"], "PriorityDecayHalfLife", where
