@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rltuned.core import CoreSettings, Lever
+from rltuned.core.guard import GuardSettings
 from rltuned.core.scoring import score_queue
 from rltuned.domain import ClusterSpec, Job
 from rltuned.features import encode
@@ -136,7 +137,11 @@ def tick_settings_of(manifest: Mapping[str, Any], base: str, backfill: bool | No
     slurm = params_from_record(recorded) if isinstance(recorded, Mapping) else SlurmParams()
     bf = slurm.backfill and bool(manifest.get("backfill", True)) if backfill is None else backfill
     interval = float(manifest.get("interval_s", 60.0))
-    return TickSettings(base, interval, CoreSettings(lever=lever), replace(slurm, backfill=bf))
+    guard = manifest.get("guard")  # models from before the guard existed: today's default guard
+    core = CoreSettings(
+        lever=lever, guard=GuardSettings(**guard) if isinstance(guard, Mapping) else GuardSettings()
+    )
+    return TickSettings(base, interval, core, replace(slurm, backfill=bf))
 
 
 def plot(comparisons: Sequence[Comparison], path: str) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from rltuned.clusters import load_cluster
+from rltuned.core.guard import GuardSettings
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
@@ -108,6 +109,7 @@ def tick_settings(args: Args) -> TickSettings:
         except OSError as exc:
             raise UsageError(f"--slurm-config {path}: {exc.strerror}") from None
     args.extra["slurm_params"] = params_record(slurm)
+    args.extra["guard"] = asdict(GuardSettings())  # the daemon's default `[guard]`, recorded with the model
     return tick_settings_of({**asdict(args), **args.extra}, args.base)
 
 

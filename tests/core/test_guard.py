@@ -107,3 +107,15 @@ def test_training_and_evaluation_run_with_the_guard() -> None:
     guarded = run(GuardSettings(max_wait_s=1800.0, max_displacement=None))
     assert guarded[1] < 1800.0 + 600.0 + 120.0  # the first GPU freed after the bound, on the tick grid
     assert guarded[1] < max(guarded.values())
+
+
+def test_a_model_is_evaluated_under_the_guard_it_was_trained_with() -> None:
+    from dataclasses import asdict
+
+    from rltuned.rl.evaluate import tick_settings_of
+
+    trained = GuardSettings(
+        max_wait_s=3600.0, max_displacement=None, grace_s=0.0, user_max_wait_s={"u": 60.0}
+    )
+    assert tick_settings_of({"guard": asdict(trained)}, "sjf").core.guard == trained
+    assert tick_settings_of({}, "sjf").core.guard == GuardSettings()  # older models: today's default
