@@ -32,21 +32,32 @@ def _ids(ranking: Ranking) -> list[int]:
 JOBS = [job(i, submit=0.0, gpus=1, runtime=60.0, user=f"u{i}") for i in range(1, 5)]
 
 
-def test_a_job_pending_past_max_wait_goes_ahead_of_every_ranked_job() -> None:
-    ranking = _ranking(JOBS, [4, 3, 2, 1])
+def test_a_job_pushed_below_its_base_rank_goes_first_once_pending_past_max_wait() -> None:
+    ranking = _ranking(JOBS, [4, 3, 2, 1])  # jobs 1 and 2 below their base ranks; 3 and 4 above
     settings = GuardSettings(max_wait_s=10 * HOUR, max_displacement=None)
     early = guard(ranking, _snapshot(9 * HOUR, JOBS), settings, {}).ranking
     assert _ids(early) == [4, 3, 2, 1] and not early.guarded
-    late = [*JOBS[:3], job(4, submit=9 * HOUR, gpus=1, runtime=60.0)]
-    out = guard(_ranking(late, [4, 3, 2, 1]), _snapshot(10 * HOUR, late), settings, {}).ranking
-    assert _ids(out) == [1, 2, 3, 4]  # the three old jobs first, in base order; the fresh one after
-    assert out.guarded == {1: MAX_WAIT, 2: MAX_WAIT, 3: MAX_WAIT}
+    late = guard(ranking, _snapshot(10 * HOUR, JOBS), settings, {}).ranking
+    assert _ids(late) == [1, 2, 4, 3]  # the pushed-back old jobs first, in base order; then the ranking
+    assert late.guarded == {1: MAX_WAIT, 2: MAX_WAIT}
+
+
+def test_a_job_the_base_policy_itself_keeps_waiting_is_left_alone() -> None:
+    """Bounding waits the base policy causes is the base policy's business: promoting every old job
+    regardless made SJF much worse on an overloaded ITP window (core/guard.py)."""
+    every_job_old = _snapshot(100 * HOUR, JOBS)
+    settings = GuardSettings(max_wait_s=HOUR, max_displacement=0, grace_s=0.0)
+    base = guard(_ranking(JOBS, [1, 2, 3, 4]), every_job_old, settings, {})
+    assert _ids(base.ranking) == [1, 2, 3, 4] and not base.ranking.guarded
+    capped = GuardSettings(max_wait_s=None, max_displacement=None, user_max_wait_s={"u2": HOUR})
+    lifted = guard(_ranking(JOBS, [2, 1, 3, 4]), every_job_old, capped, {})  # u2's job above its base rank
+    assert _ids(lifted.ranking) == [2, 1, 3, 4] and not lifted.ranking.guarded
 
 
 def test_a_users_own_cap_replaces_max_wait() -> None:
     settings = GuardSettings(max_wait_s=None, max_displacement=None, user_max_wait_s={"u2": HOUR})
     out = guard(_ranking(JOBS, [4, 3, 1, 2]), _snapshot(2 * HOUR, JOBS), settings, {}).ranking
-    assert _ids(out) == [2, 4, 3, 1]
+    assert _ids(out) == [2, 4, 3, 1]  # job 1 is pushed down too, but u1 has no cap and no max_wait applies
     assert out.guarded == {2: MAX_WAIT}
 
 

@@ -76,8 +76,8 @@ INJECTED = {
         "text backend; then reset"
     ),
     "a model that ranks one user last forever": (
-        "a TorchScript policy scoring the largest GPU request lowest (bob's job; SJF ranks it "
-        "last too), guard.max_wait_s = 20 s; enforce ticks before and after the bound, then reset"
+        "a TorchScript policy scoring the largest GPU request lowest (bob's job, which SJF, the base, "
+        "ranks first), guard.max_wait_s = 20 s; enforce ticks before and after the bound, then reset"
     ),
 }
 """What each fault injects, as docs/reliability.md shows it."""
@@ -380,11 +380,11 @@ class _LastForBob(torch.nn.Module):
 
 
 def test_a_model_that_ranks_one_user_last_forever(clean_lab: SlurmLab, tmp_path: Path) -> None:
-    """The guard bounds the user's wait: past `guard.max_wait_s` the job is planned first and Slurm
-    puts it at the top of the queue, though both the model and SJF rank it last."""
+    """The guard bounds the user's wait: past `guard.max_wait_s` the job the model keeps last (SJF, the
+    base, would run it first) is planned first and Slurm puts it at the top of the queue."""
     lab = clean_lab
     fill(lab)
-    bob = lab.sbatch("p100:4", minutes=120, user="bob")  # long and wide: last for SJF and for the model
+    bob = lab.sbatch("p100:4", minutes=5, user="bob")  # short: first for SJF, last for the model
     submitted = time.time()
     time.sleep(8.0)
     others = queue(lab, 6)
