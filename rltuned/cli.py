@@ -141,19 +141,12 @@ def _add_tune(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from rltuned.sim.slurm import SlurmParams
-    from rltuned.sim.slurm_config import params_from_show_config
+    from rltuned.sim.slurm_config import params_from_file
     from rltuned.tuning import TuneSettings, slurm_conf_lines, tune
 
     _require(args.trials >= 1, f"--trials must be >= 1, got {args.trials}")
     _require(args.train_windows >= 1, f"--train-windows must be >= 1, got {args.train_windows}")
-    current = SlurmParams()
-    if args.slurm_config is not None:
-        try:
-            current = params_from_show_config(
-                args.slurm_config.read_text(encoding="utf-8"), str(args.slurm_config)
-            )
-        except OSError as exc:
-            raise UsageError(f"--slurm-config {args.slurm_config}: {exc.strerror}") from None
+    current = SlurmParams() if args.slurm_config is None else params_from_file(args.slurm_config)
     cluster = load_cluster(args.cluster)
     jobs, _ = apply_estimates(load_trace(_trace_path(args.trace)).jobs, args.estimates, args.seed)
     settings = TuneSettings(

@@ -44,6 +44,7 @@ from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.sim.metrics import Metrics, compute_metrics
 from rltuned.sim.simulator import SimConfig
 from rltuned.sim.slurm import SlurmRun
+from rltuned.sim.slurm_config import multifactor_from_record
 from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
@@ -312,8 +313,7 @@ def code_digest() -> str:
 @cache
 def tuned_weights(trace: str) -> Multifactor:
     """The weights `rltunectl tune --json` chose for the trace (its `chosen.weights`)."""
-    chosen = json.loads((TUNED / f"{trace}.json").read_text())["chosen"]["weights"]
-    return Multifactor(**{k: v for k, v in chosen.items() if k not in ("name", "dynamic")})
+    return multifactor_from_record(json.loads((TUNED / f"{trace}.json").read_text())["chosen"]["weights"])
 
 
 @cache

@@ -220,3 +220,27 @@ def lab_session() -> Iterator[SlurmLab]:
     finally:
         _script("down", lab_dir, timeout=120)
         shutil.rmtree(lab_dir, ignore_errors=True)
+
+
+def daemon_config(tmp_path: Path, lab: SlurmLab, **overrides: Any) -> Path:
+    """A daemon config file for the lab (shadow mode, SJF, one-second ticks, the `sla` partition
+    exempt, no metrics server); `section__key=value` overrides or adds a setting."""
+    sections: dict[str, dict[str, Any]] = {
+        "slurm": {"conf": str(lab.conf), "exempt_partitions": ["sla"], "command_timeout_s": 3.0},
+        "policy": {"base": "sjf"},
+        "placement": {"oversubscribe": False},
+        "apply": {"mode": "shadow"},
+        "daemon": {"state_dir": str(tmp_path / "state"), "interval_s": 1.0, "backoff_max_s": 2.0},
+        "control": {"socket": str(tmp_path / "control.sock")},
+        "metrics": {"enabled": False},
+    }
+    for key, value in overrides.items():
+        section, _, name = key.partition("__")
+        sections.setdefault(section, {})[name] = value
+    lines: list[str] = []
+    for section, values in sections.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    path = tmp_path / "rltuned.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -128,13 +128,14 @@ class GuardSection(_Section):
 
     enabled: bool = True
     max_wait_s: float = Field(_GUARD.max_wait_s or 0.0, gt=0)
-    """A job pending this long goes ahead of every ranked job (default 7 days, multifactor's MaxAge)."""
+    """A job the model ranks below its base rank goes ahead of every ranked job once pending this long
+    (default 7 days, multifactor's MaxAge)."""
     max_displacement: int = Field(_GUARD.max_displacement or 0, ge=1)
     """Places below its base rank the model may push a job ..."""
     grace_s: float = Field(_GUARD.grace_s, ge=0)
     """... for this long before the job goes first."""
     user_max_wait_s: dict[str, float] = {}
-    """Per-user waiting caps that replace `max_wait_s`, e.g. {alice = 3600}."""
+    """Per-user caps that replace `max_wait_s` (same rule), e.g. {alice = 3600}."""
 
     @field_validator("user_max_wait_s")
     @classmethod

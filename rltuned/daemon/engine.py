@@ -126,7 +126,7 @@ class Engine:
 
     def read(self) -> SlurmView:
         read = self.adapter.read()
-        self.queue_ids = _queue_ids(read.squeue)
+        self.queue_ids = set(_queue_jobs(read.squeue))
         for command, seconds in read.durations.items():
             self.metrics.slurm_command.labels(command).observe(seconds)
         s = self.settings.slurm
@@ -452,6 +452,7 @@ class QueuedJob:
 
 
 def _queue_jobs(squeue: Mapping[str, Any]) -> dict[int, QueuedJob]:
+    """Every job squeue lists, managed or not (a job the user held since is still ours to restore)."""
     jobs = squeue.get("jobs")
     out: dict[int, QueuedJob] = {}
     for job in jobs if isinstance(jobs, list) else ():
@@ -466,17 +467,6 @@ def _queue_jobs(squeue: Mapping[str, Any]) -> dict[int, QueuedJob]:
             str(job.get("state_reason") or ""),
         )
     return out
-
-
-def _queue_ids(squeue: Mapping[str, Any]) -> set[int]:
-    """Every job id squeue lists, managed or not (a job the user held since is still ours to restore)."""
-    jobs = squeue.get("jobs")
-    ids: set[int] = set()
-    for job in jobs if isinstance(jobs, list) else ():
-        value = job.get("job_id") if isinstance(job, Mapping) else None
-        if isinstance(value, int):
-            ids.add(value)
-    return ids
 
 
 def _with_time_limits(snapshot: ClusterSnapshot, default_min: int) -> ClusterSnapshot:

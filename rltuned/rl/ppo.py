@@ -38,7 +38,7 @@ from rltuned.rl.tick_env import TickEnv
 from rltuned.rl.validation import Validator, gap
 from rltuned.sim.simulator import SimConfig
 from rltuned.sim.slurm import SlurmParams
-from rltuned.sim.slurm_config import params_from_show_config, params_record
+from rltuned.sim.slurm_config import params_from_file, params_record
 from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
@@ -103,11 +103,7 @@ def tick_settings(args: Args) -> TickSettings:
     if args.slurm_config is None:
         slurm = SlurmParams(backfill=args.backfill)
     else:
-        path = Path(args.slurm_config)
-        try:
-            slurm = params_from_show_config(path.read_text(encoding="utf-8"), str(path))
-        except OSError as exc:
-            raise UsageError(f"--slurm-config {path}: {exc.strerror}") from None
+        slurm = params_from_file(Path(args.slurm_config))
     args.extra["slurm_params"] = params_record(slurm)
     args.extra["guard"] = asdict(GuardSettings())  # the daemon's default `[guard]`, recorded with the model
     return tick_settings_of({**asdict(args), **args.extra}, args.base)

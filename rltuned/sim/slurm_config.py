@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
-from rltuned.errors import ConfigError
+from rltuned.errors import ConfigError, UsageError
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.slurm import SlurmParams
 from rltuned.slurm.config_check import parse_show_config
@@ -37,6 +38,15 @@ _WEIGHTS = {
 
 def params_from_show_config(text: str, where: str = "scontrol show config") -> SlurmParams:
     return params_from_config(parse_show_config(text), where)
+
+
+def params_from_file(path: Path) -> SlurmParams:
+    """`--slurm-config FILE`: the saved output of `scontrol show config`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--slurm-config {path}: {exc.strerror}") from None
+    return params_from_show_config(text, str(path))
 
 
 def params_from_config(config: Mapping[str, str], where: str = "scontrol show config") -> SlurmParams:
@@ -86,8 +96,13 @@ def params_record(params: SlurmParams) -> dict[str, Any]:
 
 def params_from_record(record: Mapping[str, Any]) -> SlurmParams:
     values = dict(record)
-    priority = {k: v for k, v in dict(values.pop("priority", {})).items() if k not in ("name", "dynamic")}
-    return SlurmParams(**values, priority=Multifactor(**priority))
+    priority = multifactor_from_record(values.pop("priority", {}))
+    return SlurmParams(**values, priority=priority)
+
+
+def multifactor_from_record(record: Mapping[str, Any]) -> Multifactor:
+    """Multifactor's weights as `asdict` wrote them (its fixed `name` and `dynamic` dropped)."""
+    return Multifactor(**{k: v for k, v in record.items() if k not in ("name", "dynamic")})
 
 
 def _number(raw: str, key: str, where: str) -> float:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.slurm_lab import SlurmLab
+from tests.slurm_lab import SlurmLab, daemon_config
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
@@ -27,25 +27,7 @@ MODEL = REPO / "models" / "philly-sjf-bsld"
 
 
 def config(tmp_path: Path, lab: SlurmLab, **overrides: Any) -> Path:
-    sections: dict[str, dict[str, Any]] = {
-        "slurm": {"conf": str(lab.conf), "exempt_partitions": ["sla"], "command_timeout_s": 3.0},
-        "policy": {"base": "sjf"},
-        "placement": {"oversubscribe": False},
-        "apply": {"mode": "shadow"},
-        "daemon": {"state_dir": str(tmp_path / "state"), "interval_s": 1.0, "backoff_max_s": 2.0},
-        "control": {"socket": str(tmp_path / "control.sock")},
-        "metrics": {"enabled": False},
-    }
-    for key, value in overrides.items():
-        section, _, name = key.partition("__")
-        sections.setdefault(section, {})[name] = value
-    lines: list[str] = []
-    for section, values in sections.items():
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
-    path = tmp_path / "rltuned.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return daemon_config(tmp_path, lab, **overrides)
 
 
 def cli(*argv: str, module: str = "rltuned.daemon_cli") -> subprocess.CompletedProcess[str]:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.slurm_lab import SlurmLab
+from tests.slurm_lab import SlurmLab, daemon_config
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "models" / "philly-sjf-bsld"
@@ -53,26 +53,9 @@ def record(row: FaultRow) -> None:
 
 
 def config(tmp_path: Path, lab: SlurmLab, **overrides: Any) -> Path:
-    """A daemon config on the lab: enforce-ready, fixed priorities, placement levers off, fast ticks."""
-    sections: dict[str, dict[str, Any]] = {
-        "slurm": {"conf": str(lab.conf), "exempt_partitions": ["sla"], "command_timeout_s": 3.0},
-        "policy": {"base": "sjf"},
-        "placement": {"oversubscribe": False, "steer_untyped": False},
-        "apply": {"mode": "shadow", "writes_per_s": 0.0},
-        "daemon": {"state_dir": str(tmp_path / "state"), "interval_s": 1.0, "backoff_max_s": 2.0},
-        "control": {"socket": str(tmp_path / "control.sock")},
-        "metrics": {"enabled": False},
-    }
-    for key, value in overrides.items():
-        section, _, name = key.partition("__")
-        sections.setdefault(section, {})[name] = value
-    lines: list[str] = []
-    for section, values in sections.items():
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
-    path = tmp_path / "rltuned.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    """The lab's daemon config with placement levers off and unpaced writes (a fault test paces its own)."""
+    defaults = {"placement__steer_untyped": False, "apply__writes_per_s": 0.0}
+    return daemon_config(tmp_path, lab, **{**defaults, **overrides})
 
 
 def pending(lab: SlurmLab) -> dict[int, dict[str, Any]]:

@@ -83,6 +83,10 @@ INJECTED = {
 """What each fault injects, as docs/reliability.md shows it."""
 
 
+def _row(fault: str) -> FaultRow:
+    return FaultRow(fault, INJECTED[fault])
+
+
 def _intent_logged(state: Path) -> bool:
     wal = state / "ledger.wal"
     return wal.exists() and wal.stat().st_size > 0
@@ -108,7 +112,7 @@ def test_sigkill_at_random_points_of_an_apply(clean_lab: SlurmLab, tmp_path: Pat
     # A long interval: a tick's writes may use half of it, so all 12 are sent (paced) unless killed.
     path = config(tmp_path, lab, apply__writes_per_s=15.0, apply__write_burst=1, daemon__interval_s=10.0)
     rng = random.Random(18)
-    row = FaultRow("SIGKILL mid-apply", INJECTED["SIGKILL mid-apply"])
+    row = _row("SIGKILL mid-apply")
     in_apply = 0
     for run in range(KILL_RUNS):
         proc = start(daemon_argv(path, "--once", "--mode", "enforce"), tmp_path / f"once-{run}.log")
@@ -127,7 +131,7 @@ def test_slurmctld_stopped_mid_apply(clean_lab: SlurmLab, tmp_path: Path) -> Non
     fill_and_queue(lab)
     baseline = priorities(lab)
     path = config(tmp_path, lab, apply__writes_per_s=5.0, apply__write_burst=2, daemon__interval_s=10.0)
-    row = FaultRow("slurmctld stopped mid-apply", INJECTED["slurmctld stopped mid-apply"])
+    row = _row("slurmctld stopped mid-apply")
     proc = start(daemon_argv(path, "--once", "--mode", "enforce"), tmp_path / "once.log")
     try:
         wait_for(lambda: _accepted(tmp_path / "state") >= 3, 120, "three accepted writes")
@@ -160,7 +164,7 @@ def test_scontrol_permission_denied(clean_lab: SlurmLab, tmp_path: Path) -> None
     scontrol.chmod(0o755)
     path = config(tmp_path, lab, slurm__bin_dir=str(bin_dir), apply__mode="enforce",
                   apply__pause_after_denied_ticks=2)  # fmt: skip
-    row = FaultRow("scontrol permission denied", INJECTED["scontrol permission denied"])
+    row = _row("scontrol permission denied")
     proc = start(daemon_argv(path), tmp_path / "daemon.log")
     try:
         wait_for((tmp_path / "state" / "paused").exists, 120, "enforce mode to pause itself")
@@ -181,7 +185,7 @@ def test_jobs_cancelled_between_read_and_write(clean_lab: SlurmLab, tmp_path: Pa
     jobs = fill_and_queue(lab)
     baseline = priorities(lab)
     path = config(tmp_path, lab, apply__writes_per_s=5.0, apply__write_burst=1, daemon__interval_s=10.0)
-    row = FaultRow("jobs cancelled between read and write", INJECTED["jobs cancelled between read and write"])
+    row = _row("jobs cancelled between read and write")
     proc = start(daemon_argv(path, "--once", "--mode", "enforce"), tmp_path / "once.log")
     wait_for(lambda: _intent_logged(tmp_path / "state"), 120, "an intent")
     cancelled = jobs[::2]
@@ -207,9 +211,7 @@ def test_a_model_replaced_by_garbage_before_a_reload(clean_lab: SlurmLab, tmp_pa
     shutil.copytree(MODEL, models / "m")
     path = config(tmp_path, lab, policy__model=str(models / "m"), policy__model_dirs=[str(models)],
                   apply__mode="enforce")  # fmt: skip
-    row = FaultRow(
-        "model replaced by garbage, then reloaded", INJECTED["model replaced by garbage, then reloaded"]
-    )
+    row = _row("model replaced by garbage, then reloaded")
     proc = start(daemon_argv(path), tmp_path / "daemon.log")
     try:
         wait_for(lambda: _ticks(tmp_path / "daemon.log") >= 2, 120, "two ticks")
@@ -240,7 +242,7 @@ def test_a_corrupt_ledger(clean_lab: SlurmLab, tmp_path: Path) -> None:
     fill_and_queue(lab, jobs=8)
     baseline = priorities(lab)
     path = config(tmp_path, lab)
-    row = FaultRow("corrupt ledger", INJECTED["corrupt ledger"])
+    row = _row("corrupt ledger")
     assert run_once(path).returncode == 0
     (tmp_path / "state" / "ledger.json").write_text('{"jobs": {"1": ')
     _check_reset(lab, path, baseline, row)
@@ -262,7 +264,7 @@ def test_a_full_state_disk(clean_lab: SlurmLab, tmp_path: Path) -> None:
                 filler.write(b"\0" * 4096)
                 filler.flush()
         path = config(tmp_path, lab)
-        row = FaultRow("full state disk", INJECTED["full state disk"])
+        row = _row("full state disk")
         proc = run_once(path)
         assert proc.returncode == 0, proc.stderr
         summary = json.loads(proc.stdout)
@@ -283,7 +285,7 @@ def test_a_second_writer(clean_lab: SlurmLab, tmp_path: Path) -> None:
     fill_and_queue(lab, jobs=6)
     baseline = priorities(lab)
     path = config(tmp_path, lab, apply__mode="enforce")
-    row = FaultRow("second writer", INJECTED["second writer"])
+    row = _row("second writer")
     proc = start(daemon_argv(path), tmp_path / "daemon.log")
     try:
         wait_for(lambda: _ticks(tmp_path / "daemon.log") >= 1, 120, "a tick")
@@ -321,7 +323,7 @@ def test_socket_clients_sending_garbage(clean_lab: SlurmLab, tmp_path: Path) -> 
         b"{" * 100_000 + b"\n",
         b"",  # connect and hang up
     ]
-    row = FaultRow("socket clients sending garbage", INJECTED["socket clients sending garbage"])
+    row = _row("socket clients sending garbage")
     proc = start(daemon_argv(path), tmp_path / "daemon.log")
     try:
         wait_for(
@@ -360,9 +362,7 @@ def test_job_names_with_newlines_and_separators(clean_lab: SlurmLab, tmp_path: P
     path = config(tmp_path, lab, apply__mode="enforce")
     adapter = CliAdapter(lab.conf, None, 3.0)
     adapter._text_mode = True
-    row = FaultRow(
-        "job names with newlines and separators", INJECTED["job names with newlines and separators"]
-    )
+    row = _row("job names with newlines and separators")
     engine = Engine(load(path), adapter, None, Ledger.in_dir(tmp_path / "state"))
     report = engine.tick("enforce")
     assert report.decision is not None
@@ -390,9 +390,7 @@ def test_a_model_that_ranks_one_user_last_forever(clean_lab: SlurmLab, tmp_path:
     others = queue(lab, 6)
     model = export_actor(_LastForBob(), tmp_path / "models" / "last", {"base": "sjf", "seed": 0})
     path = config(tmp_path, lab, policy__model=str(model), guard__max_wait_s=20.0)
-    row = FaultRow(
-        "a model that ranks one user last forever", INJECTED["a model that ranks one user last forever"]
-    )
+    row = _row("a model that ranks one user last forever")
     first = run_once(path)
     assert first.returncode == 0, first.stderr
     assert time.time() < submitted + 20.0, "the first tick came too late to see the model's order"
