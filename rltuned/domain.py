@@ -33,7 +33,8 @@ class Job:
 
     `time_limit` is the user's runtime estimate; GPU traces carry none, so an estimate model fills it.
     `cpus` and `mem_mb` of 0 mean "not requested": they are inferred from the job's GPU share of a node.
-    `gpu_type` of None means any GPU model will do.
+    `gpu_type` of None means any GPU model will do. `nodes` is the node count the job asked Slurm for
+    (`-N`, with `--gres=gpu:G` per node); 0 means "not said": traces that give only a GPU total.
     """
 
     id: int
@@ -50,6 +51,7 @@ class Job:
     cpus: int = 0
     mem_mb: int = 0
     priority: int | None = None
+    nodes: int = 0
 
     @property
     def estimate(self) -> float:

@@ -1,8 +1,8 @@
 """Where each pending job could start now: the greedy placer's verdict, for many jobs and nodes at once.
 
 `greedy.place` answers for one job with Python loops; the features need the answer for up to 256 jobs at
-every decision. Jobs of one *shape* (GPUs, GPU model, partition, requested CPUs and memory) have the same
-demand, so the demand (`pools.demand_for`) is computed once per shape and cached per cluster, and the fit
+every decision. Jobs of one *shape* (GPUs, GPU model, partition, requested CPUs, memory and nodes) have the
+same demand, so the demand (`pools.demand_for`) is computed once per shape and cached per cluster, and the fit
 is a (shape x node) matrix. The arithmetic, including the 1e-9 slack, mirrors `greedy.place` so the
 verdicts agree exactly (tests/features checks this on random snapshots):
 
@@ -31,7 +31,7 @@ MAX_SHAPES = 65536
 
 Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
-ShapeKey = tuple[int, str | None, str, int, int]
+ShapeKey = tuple[int, str | None, str, int, int, int]
 
 # Rows of `Shape.node_rows`.
 _ELIGIBLE, _SINGLE, _NEED_CPUS, _NEED_MEM, CPU_PER_GPU, MEM_PER_GPU = range(6)
@@ -69,7 +69,7 @@ class ClusterArrays:
         return float(self.gpus.sum())
 
     def shape(self, job: Job) -> Shape:
-        key = (job.gpus, job.gpu_type, job.partition, job.cpus, job.mem_mb)
+        key = (job.gpus, job.gpu_type, job.partition, job.cpus, job.mem_mb, job.nodes)
         found = self.shapes.get(key)
         if found is None:
             if len(self.shapes) >= MAX_SHAPES:

@@ -1,6 +1,9 @@
 """Pools group identical nodes (partition, GPU model, shape); a job's demand is stated per pool.
 
-A single-node job fits on one node; a job larger than a node spans several nodes of one pool (DL workers
+A job's request has Slurm's shape: `--gres=gpu:G` is per node and a batch job gets one node unless it
+asks for more, so a job that some eligible node can hold runs on one node, never split over smaller
+nodes (a 4-GPU job on 2 x 4-GPU + 2 x 2-GPU nodes can only use the 4-GPU ones). Only a job larger than
+every eligible node, or one that asked for several nodes, spans several nodes of one pool (DL workers
 are homogeneous, and a placement never mixes GPU models). CPUs and memory a job did not request are its
 GPU share of the node it lands on, so they never bind on their own.
 """
@@ -82,9 +85,27 @@ def demand_for(job: Job, pools: tuple[Pool, ...]) -> Demand | None:
             mpg.append(mem)
     if not chosen:
         return None
+    chosen, cpg, mpg = _slurm_shape(job, pools, chosen, cpg, mpg)
+    if not chosen:
+        return None
     multi = tuple(job.gpus > pools[p].gpus for p in chosen)
     shape = (tuple(chosen), tuple(cpg), tuple(mpg), multi)
     return Demand(job.gpus, tuple(chosen), tuple(cpg), tuple(mpg), shape)
+
+
+def _slurm_shape(
+    job: Job, pools: tuple[Pool, ...], chosen: list[int], cpg: list[float], mpg: list[float]
+) -> tuple[list[int], list[float], list[float]]:
+    """The pools left once the request keeps Slurm's shape: one node when the job asked for one, or
+    said nothing and some pool's nodes can hold it; several nodes only where it asked for several."""
+    one = [k for k, p in enumerate(chosen) if job.gpus <= pools[p].gpus]
+    if job.nodes > 1:
+        keep = [k for k, p in enumerate(chosen) if job.gpus > pools[p].gpus] or list(range(len(chosen)))
+    elif job.nodes == 1 or one:
+        keep = one
+    else:
+        keep = list(range(len(chosen)))
+    return [chosen[k] for k in keep], [cpg[k] for k in keep], [mpg[k] for k in keep]
 
 
 def _ever_fits(gpus: int, cpu_per_gpu: float, mem_per_gpu: float, pool: Pool) -> bool:

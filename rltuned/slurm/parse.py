@@ -546,7 +546,16 @@ def _job(record: SlurmJob, gpus: GpuRequest) -> Job:
         cpus=cpus,
         mem_mb=_memory_mb(record, cpus, gpus.gpus),
         priority=record.priority,
+        nodes=_node_count(record),
     )
+
+
+def _node_count(record: SlurmJob) -> int:
+    """The node count a per-node GPU request (`--gres=gpu:G`, `--gpus-per-node`) pins; 0 when the job
+    asked for a GPU total (`--gpus`), which Slurm may spread over nodes."""
+    if gpus_of(record.tres_per_node).gpus and not gpus_of(record.tres_per_job).gpus:
+        return max(1, record.node_count or 1)
+    return 0
 
 
 def _limit_seconds(minutes: int | None) -> float | None:

@@ -11,7 +11,8 @@ The jobcomp log has one `Key=Value` record per line (JobId, UserId=name(uid), Jo
 TimeLimit, StartTime, EndTime, SubmitTime, Tres, Account, QOS, ...); logs of Slurm versions without
 SubmitTime use EligibleTime. GPUs come from the TRES string (`gres/gpu=2`, or `gres/gpu:a100=2`, which
 also names the GPU type); jobs without a GPU TRES are filtered as `cpu_only`. Times are the cluster's
-wall clock, read as UTC. The requested time limit becomes `time_limit`.
+wall clock, read as UTC. The requested time limit becomes `time_limit`, and the TRES's `node=` the node
+count the job held (`nodes`: a 4-GPU job on one node could not have run on two 2-GPU nodes).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Tres:
     gpu_type: str | None = None
     cpus: int = 0
     mem_mb: int = 0
+    nodes: int = 0
 
 
 def load(path: Path, lenient: bool) -> Trace:
@@ -62,7 +64,7 @@ def parse_tres(text: str, column: str = "TRES") -> Tres:
     """GPUs are the untyped `gres/gpu` total when given, else the sum of the typed counts."""
     total: int | None = None
     typed: dict[str, int] = {}
-    cpus = mem_mb = 0
+    cpus = mem_mb = nodes = 0
     for item in filter(None, text.strip().split(",")):
         key, sep, value = item.partition("=")
         if not sep:
@@ -71,13 +73,15 @@ def parse_tres(text: str, column: str = "TRES") -> Tres:
             cpus = count(value, f"{column} cpu")
         elif key == "mem":
             mem_mb = memory_mb(value, f"{column} mem")
+        elif key == "node":
+            nodes = count(value, f"{column} node")
         elif key == "gres/gpu":
             total = count(value, f"{column} gres/gpu")
         elif key.startswith("gres/gpu:"):
             typed[key.removeprefix("gres/gpu:")] = count(value, f"{column} {key}")
     gpus = total if total is not None else sum(typed.values())
     gpu_type = next(iter(typed)) if len(typed) == 1 else None
-    return Tres(gpus=gpus, gpu_type=gpu_type if gpus else None, cpus=cpus, mem_mb=mem_mb)
+    return Tres(gpus=gpus, gpu_type=gpu_type if gpus else None, cpus=cpus, mem_mb=mem_mb, nodes=nodes)
 
 
 def memory_mb(text: str, column: str) -> int:
@@ -173,6 +177,7 @@ def _sacct_job(row: dict[str, str], job_id: int) -> Parsed:
         gpu_type=tres.gpu_type,
         cpus=tres.cpus,
         mem_mb=tres.mem_mb,
+        nodes=tres.nodes,
     )
 
 
@@ -238,6 +243,7 @@ def _jobcomp_job(line: int, row: list[str], job_id: int) -> Parsed:
         gpu_type=tres.gpu_type,
         cpus=tres.cpus,
         mem_mb=tres.mem_mb,
+        nodes=tres.nodes,
     )
 
 

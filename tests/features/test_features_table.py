@@ -83,14 +83,24 @@ def test_multi_node_job_by_hand() -> None:
     assert f10["demand_supply_ratio"] == pytest.approx((10 / 9) / (1 + 10 / 9))
 
 
-def test_num_ways_mixes_single_and_multi_node_pools() -> None:
-    # A 4-GPU job spans the two 2-GPU nodes, or would fit whole on the 8-GPU node (busy).
+def test_a_job_some_node_can_hold_waits_for_that_node_as_in_slurm() -> None:
+    # `--gres=gpu:4` is per node: with an 8-GPU node in the cluster (busy), a 4-GPU job may not be split
+    # over the two free 2-GPU nodes.
     spec = cluster(("A", 2, 2), ("A", 8, 1))
     j = job(1, NOW, 4, 60)
     f = row(feature_table(snapshot(spec, [2, 2, 0], [j]), [j]))
+    assert f["can_schedule_now"] == 0.0
+    assert f["num_ways_to_schedule"] == 0.0
+
+
+def test_a_job_that_asked_for_two_nodes_spans_the_small_ones() -> None:
+    # `-N 2 --gres=gpu:2`: the two 2-GPU nodes; the 8-GPU node is not one of its ways.
+    spec = cluster(("A", 2, 2), ("A", 8, 1))
+    j = job(1, NOW, 4, 60, nodes=2)
+    f = row(feature_table(snapshot(spec, [2, 2, 8], [j]), [j]))
     assert f["can_schedule_now"] == 1.0
-    assert f["num_ways_to_schedule"] == pytest.approx(2 / 3)
-    assert f["free_nodes"] == pytest.approx(2 / 3)
+    assert f["num_ways_to_schedule"] == 1.0
+    assert f["free_nodes"] == 1.0
 
 
 def test_cpus_can_block_a_job_with_free_gpus() -> None:

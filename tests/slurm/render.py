@@ -7,8 +7,8 @@ snapshot's cluster (nodes in name order), free capacity and pending jobs, up to 
 submit times to whole seconds, time limits up to whole minutes, and at least one CPU per job.
 
 How fields are written, so that every parser path is exercised:
-* a pending job that fits one node of its model asks per node (`tres_per_node`); one that fills k such
-  nodes exactly asks per node with `node_count` k; any other asks per job (`tres_per_job`, like --gpus);
+* a pending job that asked for k nodes (`Job.nodes`) asks per node (`tres_per_node`) with `node_count` k;
+  one that said nothing (0) asks per job (`tres_per_job`, like --gpus);
 * memory goes in `memory_per_cpu` when it divides evenly by the job's CPUs (and there are several),
   else in `memory_per_node` (split over the nodes), else (0) is left null;
 * untyped nodes (model "gpu") and untyped jobs render untyped GRES (`gpu:4`, `gres:gpu:2`);
@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -80,7 +80,7 @@ def render_squeue(snapshot: ClusterSnapshot) -> dict[str, Any]:
     sample = json.loads((FIXTURES / "squeue.json").read_text())
     pending_template = next(j for j in sample["jobs"] if j["job_state"] == "PENDING")
     running_template = next(j for j in sample["jobs"] if j["job_state"] == "RUNNING")
-    jobs = [_pending(pending_template, job, snapshot.cluster.nodes) for job in snapshot.pending]
+    jobs = [_pending(pending_template, job) for job in snapshot.pending]
     gpu_index = [0] * len(snapshot.cluster.nodes)  # next free GPU index per node, for IDX:
     jobs += [_running(running_template, r, snapshot.cluster.nodes, gpu_index) for r in snapshot.running]
     return {"meta": sample["meta"], "errors": [], "jobs": jobs}
@@ -117,18 +117,14 @@ def _common(template: dict[str, Any], job: Job) -> dict[str, Any]:
     return record
 
 
-def _pending(template: dict[str, Any], job: Job, nodes: Iterable[Node]) -> dict[str, Any]:
+def _pending(template: dict[str, Any], job: Job) -> dict[str, Any]:
     record = _common(template, job)
-    largest = max((n.gpus for n in nodes if job.gpu_type in (None, n.gpu_type)), default=job.gpus)
-    request = _gres(job.gpu_type, job.gpus, prefix="gres:")
-    count = 1
-    if job.gpus <= largest:
-        record["tres_per_node"] = request
-    elif job.gpus % largest == 0 and job.mem_mb % (job.gpus // largest) == 0:
-        count = job.gpus // largest
-        record["tres_per_node"] = _gres(job.gpu_type, largest, prefix="gres:")
-    else:
-        record["tres_per_job"] = request
+    count = max(1, job.nodes)
+    if job.nodes >= 1:  # `-N k --gres=gpu:G`: per node
+        assert job.gpus % job.nodes == 0 and job.mem_mb % job.nodes == 0, "a per-node request splits evenly"
+        record["tres_per_node"] = _gres(job.gpu_type, job.gpus // job.nodes, prefix="gres:")
+    else:  # `--gpus=G`: a total Slurm may spread
+        record["tres_per_job"] = _gres(job.gpu_type, job.gpus, prefix="gres:")
     _memory(record, job, count)
     record.update(node_count=count, job_state="PENDING", state_reason="Priority", nodes="", gres_detail=[])
     return record

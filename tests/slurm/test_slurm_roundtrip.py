@@ -96,8 +96,8 @@ def test_round_trip_of_the_recorded_lab() -> None:
 def test_round_trip_untyped_gpus_and_many_nodes() -> None:
     spec = cluster(("gpu", 4, 12), cpus_per_gpu=2, mem_per_gpu=4000)  # gpu-0 ... gpu-11, untyped GRES
     pending = (
-        job(1, 10.0, 4, 60.0, name="four", user="ann"),
-        job(2, 11.0, 12, 60.0, cpus=6),  # 3 whole nodes: per node x 3
+        job(1, 10.0, 4, 60.0, name="four", user="ann", nodes=1),
+        job(2, 11.0, 12, 60.0, cpus=6, nodes=3),  # 3 whole nodes: per node x 3
         job(3, 12.0, 6, 60.0, cpus=3, mem_mb=3001),  # per job (--gpus)
     )
     snap = ClusterSnapshot(NOW, spec, (4,) * 12, (8,) * 12, (16_000,) * 12, pending, ())
@@ -114,7 +114,7 @@ def test_round_trip_with_a_down_node() -> None:
         (8, 0, 3),
         (32, 0, 12),
         (65_536, 0, 24_576),
-        (job(9, 1.5, 8, 100.0, gpu_type="A100", priority=7),),
+        (job(9, 1.5, 8, 100.0, gpu_type="A100", priority=7, nodes=1),),
         (),
     )
     _, report = assert_round_trip(snap, down=("a100-1",))
@@ -161,6 +161,7 @@ def snapshots(draw: st.DrawFn) -> ClusterSnapshot:
                 mem_mb=draw(st.integers(0, 100_000)),
                 priority=draw(st.one_of(st.none(), st.integers(1, 10**6))),
                 user=draw(st.sampled_from(["", "ann", "bob"])),
+                nodes=draw(st.sampled_from([0, 1])),
             )
         )
     return ClusterSnapshot(NOW, spec, free_g, free_c, free_m, tuple(pending), ())
@@ -175,9 +176,11 @@ def test_round_trip_generated(snap: ClusterSnapshot) -> None:
 def _mixed_snapshot() -> ClusterSnapshot:
     spec = cluster(("V100", 4, 2), ("K80", 2, 2))  # v100-0, v100-1, k80-2, k80-3; 4 CPUs and 8 GiB per GPU
     pending = (
-        job(10, 100.4, 2, 600.0, gpu_type="V100", user="ann", account="a", priority=1500, name="two"),
+        job(
+            10, 100.4, 2, 600.0, gpu_type="V100", user="ann", account="a", priority=1500, name="two", nodes=1
+        ),
         job(11, 99.6, 1, 90.0, cpus=2, mem_mb=4096),  # untyped; 90 s limit shows as 2 minutes
-        job(12, 101.0, 8, 3600.0, gpu_type="V100", cpus=8, mem_mb=65_536),  # two whole V100 nodes
+        job(12, 101.0, 8, 3600.0, gpu_type="V100", cpus=8, mem_mb=65_536, nodes=2),  # two V100 nodes
         job(13, 102.0, 6, 3600.0, gpu_type="V100", cpus=3),  # --gpus=V100:6
         job(14, 103.0, 3, 60.0, estimate=None, cpus=6, mem_mb=6000, qos="normal"),
         replace(job(15, 104.0, 2, 60.0, gpu_type="K80"), time_limit=None),  # no limit

@@ -46,14 +46,14 @@ def test_snapshot_from_the_samples() -> None:
 
 def test_pending_jobs_with_their_gres() -> None:
     snap, _ = snapshot_from_slurm(samples.squeue(), samples.sinfo(), NOW)
-    got = {j.id: (j.gpus, j.gpu_type, j.time_limit, j.priority, j.user) for j in snap.pending}
+    got = {j.id: (j.gpus, j.gpu_type, j.time_limit, j.priority, j.user, j.nodes) for j in snap.pending}
     assert got == {
-        5: (2, "p100", 300.0, 1000, "bob"),  # gres:gpu:p100:2, 5 minutes
-        6: (2, "p100", 300.0, 5000, "bob"),  # admin priority 5000
-        9: (1, "k80", 180.0, 1500, "alice"),  # nice -500 raised it by 500
-        11: (1, "m40", 120.0, 1000, "root"),
-        12: (2, None, 240.0, 1000, "alice"),  # untyped gres:gpu:2
-        13: (3, "p100", 240.0, 1000, "bob"),  # --gpus=p100:3: tres_per_job, tres_per_node ''
+        5: (2, "p100", 300.0, 1000, "bob", 1),  # gres:gpu:p100:2 (per node, one node), 5 minutes
+        6: (2, "p100", 300.0, 5000, "bob", 1),  # admin priority 5000
+        9: (1, "k80", 180.0, 1500, "alice", 1),  # nice -500 raised it by 500
+        11: (1, "m40", 120.0, 1000, "root", 1),
+        12: (2, None, 240.0, 1000, "alice", 1),  # untyped gres:gpu:2
+        13: (3, "p100", 240.0, 1000, "bob", 0),  # --gpus=p100:3: a total, which Slurm may spread
     }
     assert [j.id for j in snap.pending] == [5, 6, 9, 11, 12, 13]  # same submit second: by id
     assert snap.pending[0] == Job(
@@ -68,6 +68,7 @@ def test_pending_jobs_with_their_gres() -> None:
         cpus=1,
         mem_mb=0,  # memory_per_node and memory_per_cpu are null: not requested
         priority=1000,
+        nodes=1,
     )
 
 

@@ -48,10 +48,10 @@ def test_slurm_seconds_rejects(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "tres"),
     [
-        ("billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=64G,node=1", Tres(2, "a100", 8, 65_536)),
+        ("billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=64G,node=1", Tres(2, "a100", 8, 65_536, nodes=1)),
         ("gres/gpu=3", Tres(3, None, 0, 0)),
         ("gres/gpu:a100=2,gres/gpu:v100=1", Tres(3, None, 0, 0)),  # typed only: summed, no single type
-        ("cpu=4,mem=128800M,node=1,billing=4", Tres(0, None, 4, 128_800)),
+        ("cpu=4,mem=128800M,node=1,billing=4", Tres(0, None, 4, 128_800, nodes=1)),
         ("cpu=1,gres/gpumem=40G,gres/gpu=1", Tres(1, None, 1, 0)),  # gpumem is not a GPU count
         ("", Tres()),
     ],
