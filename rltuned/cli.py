@@ -73,8 +73,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_evaluate(sub)
     _add_tune(sub)
+    _add_fidelity(sub)
     _add_control(sub)
     return parser
+
+
+def _add_fidelity(sub: argparse._SubParsersAction[_Parser]) -> None:
+    fi = sub.add_parser(
+        "fidelity",
+        help="replay a finished Slurm workload in the simulator and compare it with what Slurm did",
+        description="Replays the jobs of `sacct -P` output (JobID, User, Account, Partition, Submit, Start, "
+        "End, NodeList, Timelimit, AllocTRES, State) with their submit times, limits and real runtimes "
+        "in the simulator's Slurm, and compares starts and nodes job by job (docs/fidelity.md).",
+    )
+    fi.add_argument("--sacct", required=True, type=Path, help="saved `sacct -a -X -P -o ...` output")
+    fi.add_argument("--cluster", required=True, help="cluster preset, TOML spec, or a saved `sinfo --json`")
+    fi.add_argument("--slurm-config", type=Path, help="saved `scontrol show config` of that Slurm")
+    fi.add_argument(
+        "--scheduler-params",
+        help="SchedulerParameters, e.g. bf_interval=1,sched_interval=1 (replaces the config's)",
+    )
+    fi.add_argument(
+        "--interval", type=float, default=2.0, help="a start within this many seconds counts as matched (2)"
+    )
+    fi.add_argument("--worst", type=int, default=10, help="disagreements listed (10)")
+    fi.add_argument("--plot", help="write real vs simulated start per job to this PNG")
+    fi.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -335,6 +359,25 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    from rltuned.fidelity.plot import plot_starts
+    from rltuned.fidelity.report import as_json, measure, render
+
+    _require(args.interval >= 0, f"--interval must be >= 0, got {args.interval}")
+    _require(args.worst >= 0, f"--worst must be >= 0, got {args.worst}")
+    cluster = load_cluster(args.cluster)
+    try:
+        fidelity, matched, _ = measure(
+            args.sacct, cluster, args.slurm_config, args.scheduler_params, args.interval, args.worst
+        )
+    except ValueError as exc:
+        raise UsageError(f"--sacct {args.sacct}: {exc}") from None
+    if args.plot:
+        plot_starts(matched, args.plot, f"{args.sacct.name} on {cluster.name}")
+    print(json.dumps(as_json(fidelity), indent=2) if args.json else render(fidelity))
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from rltuned.rl.ppo import train
 
@@ -528,6 +571,7 @@ COMMANDS = {
     "sweep": cmd_sweep,
     "evaluate": cmd_evaluate,
     "tune": cmd_tune,
+    "fidelity": cmd_fidelity,
     **{
         name: cmd_control
         for name in ("status", "reload-model", "pause", "resume", "plan", "explain", "reset")

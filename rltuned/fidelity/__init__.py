@@ -1,0 +1,1 @@
+"""How close the simulator's Slurm is to a real Slurm: a finished workload, simulated and compared."""

@@ -1,0 +1,55 @@
+"""A finished workload replayed in the simulator's Slurm (`sim/slurm.py`), with the cluster's own
+scheduler and priority settings, each job with its real submit time, time limit, request shape and
+runtime.
+
+Settings come from a saved `scontrol show config` (`--slurm-config`); `--scheduler-params` overrides its
+SchedulerParameters. Without a saved config the priorities are Slurm 22.05's default `priority/basic`
+(every job equal, so submit order) and the scheduler's parameters are Slurm's defaults.
+Memory binds only where `SelectTypeParameters` makes it a consumable resource (`CR_*_Memory`); otherwise
+sacct's memory figure is what the job could touch, not what it held, and is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from rltuned.domain import ClusterSpec, Job
+from rltuned.errors import UsageError
+from rltuned.fidelity.observed import Workload
+from rltuned.policies.multifactor import Multifactor
+from rltuned.sim.simulator import SimResult
+from rltuned.sim.slurm import SlurmParams, SlurmRun
+from rltuned.sim.slurm_config import params_from_config
+from rltuned.slurm.config_check import parse_show_config
+
+BASIC = Multifactor(weight_age=0, weight_fairshare=0, weight_job_size=0, weight_partition=0)
+"""priority/basic: every job the same priority, so Slurm's order is submit order (then job id)."""
+
+
+def slurm_settings(slurm_config: Path | None, scheduler_params: str | None) -> tuple[SlurmParams, bool]:
+    """The simulator's Slurm parameters, and whether memory is a consumable resource."""
+    config: dict[str, str] = {}
+    where = "--scheduler-params"
+    if slurm_config is not None:
+        try:
+            config = parse_show_config(slurm_config.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"--slurm-config {slurm_config}: {exc.strerror}") from None
+        where = str(slurm_config)
+    if scheduler_params is not None:
+        config["SchedulerParameters"] = scheduler_params
+    params = params_from_config(config, where)
+    if config.get("PriorityType", "priority/basic") != "priority/multifactor":
+        params = replace(params, priority=BASIC)
+    memory = "MEMORY" in config.get("SelectTypeParameters", "").upper()
+    return params, memory
+
+
+def replay(workload: Workload, cluster: ClusterSpec, params: SlurmParams, memory: bool) -> SimResult:
+    jobs = [o.job if memory else _without_memory(o.job) for o in workload.jobs]
+    return SlurmRun(cluster, jobs, params=params).run()
+
+
+def _without_memory(job: Job) -> Job:
+    return replace(job, mem_mb=0) if job.mem_mb else job

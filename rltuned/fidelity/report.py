@@ -1,0 +1,61 @@
+"""`rltunectl fidelity --sacct`: load, replay, compare, and say it as text or JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from rltuned.domain import ClusterSpec
+from rltuned.fidelity.compare import Fidelity, Pair, compare, pairs
+from rltuned.fidelity.observed import load_sacct
+from rltuned.fidelity.replay import replay, slurm_settings
+from rltuned.sim.slurm import SlurmParams
+
+
+def measure(
+    sacct: Path,
+    cluster: ClusterSpec,
+    slurm_config: Path | None,
+    scheduler_params: str | None,
+    interval_s: float,
+    worst: int = 10,
+) -> tuple[Fidelity, list[Pair], SlurmParams]:
+    workload = load_sacct(sacct)
+    params, memory = slurm_settings(slurm_config, scheduler_params)
+    result = replay(workload, cluster, params, memory)
+    fidelity = compare(workload.jobs, result.records, result.cluster, interval_s, workload.has_nodes, worst)
+    return fidelity, pairs(workload.jobs, result.records, result.cluster), params
+
+
+def as_json(fidelity: Fidelity) -> dict[str, Any]:
+    body = asdict(fidelity)
+    body["worst"] = [{**asdict(p), "delta_s": p.delta} for p in fidelity.worst]
+    return body
+
+
+def render(fidelity: Fidelity) -> str:
+    f = fidelity
+    lines = [
+        f"jobs                  {f.jobs}" + (f" (+{f.unsimulated} it cannot run)" if f.unsimulated else ""),
+        f"kendall_tau           {f.kendall_tau:.3f}",
+        f"within_interval_share {f.within_interval_share:.1%} (start within {f.interval_s:g} s)",
+        f"same_gpu_type_share   {_share(f.same_gpu_type_share)}",
+        f"same_nodes_share      {_share(f.same_nodes_share)}",
+        f"makespan_s            real {f.makespan_s.real:.0f}  simulated {f.makespan_s.simulated:.0f}",
+        f"mean_wait_s           real {f.mean_wait_s.real:.1f}  simulated {f.mean_wait_s.simulated:.1f}",
+        "worst disagreements (seconds after the first submit):",
+        f"  {'job':>8} {'user':>8} {'gpus':>4} {'submit':>7} {'real':>7} {'sim':>7} {'delta':>7}"
+        "  real nodes -> simulated",
+    ]  # fmt: skip
+    for p in f.worst:
+        lines.append(
+            f"  {p.job_id:>8} {p.user:>8} {p.gpus:>4} {p.submit:>7.0f} {p.real_start:>7.0f}"
+            f" {p.sim_start:>7.0f} {p.delta:>+7.0f}"
+            f"  {','.join(p.real_nodes) or '-'} -> {','.join(p.sim_nodes)}"
+        )
+    return "\n".join(lines)
+
+
+def _share(value: float | None) -> str:
+    return "n/a (no NodeList column)" if value is None else f"{value:.1%}"
