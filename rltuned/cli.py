@@ -86,8 +86,33 @@ def _add_fidelity(sub: argparse._SubParsersAction[_Parser]) -> None:
         "End, NodeList, Timelimit, AllocTRES, State) with their submit times, limits and real runtimes "
         "in the simulator's Slurm, and compares starts and nodes job by job (docs/fidelity.md).",
     )
-    fi.add_argument("--sacct", required=True, type=Path, help="saved `sacct -a -X -P -o ...` output")
-    fi.add_argument("--cluster", required=True, help="cluster preset, TOML spec, or a saved `sinfo --json`")
+    mode = fi.add_mutually_exclusive_group(required=True)
+    mode.add_argument(
+        "--sacct", type=Path, help="saved `sacct -a -X -P -o ...` output of a finished workload"
+    )
+    mode.add_argument(
+        "--submit",
+        action="store_true",
+        help="submit a time-compressed trace window to the Slurm of SLURM_CONF, wait, then compare",
+    )
+    fi.add_argument("--cluster", help="with --sacct: cluster preset, TOML spec, or a saved `sinfo --json`")
+    fi.add_argument(
+        "--daemon-config", type=Path, help="the rltuned daemon's config (enforce mode) to include"
+    )
+    sm = fi.add_argument_group("--submit")
+    sm.add_argument("--trace", default="philly", help="trace file or bundled name (philly)")
+    sm.add_argument("--start", type=int, default=0, help="index of the window's first job (0)")
+    sm.add_argument("--jobs", type=int, default=60, help="jobs in the window (60; 60-300 makes sense)")
+    sm.add_argument(
+        "--span", type=float, default=60.0, help="seconds the window's arrivals are squeezed into"
+    )
+    sm.add_argument(
+        "--users", help="comma-separated users to submit as (default: yourself; others need root)"
+    )
+    sm.add_argument("--partition", default="main", help="partition to submit to (main)")
+    sm.add_argument(
+        "--out", type=Path, help="directory for sacct.txt, show-config.txt, sinfo.json, fidelity.json"
+    )
     fi.add_argument("--slurm-config", type=Path, help="saved `scontrol show config` of that Slurm")
     fi.add_argument(
         "--scheduler-params",
@@ -360,21 +385,54 @@ def _fmt(value: object) -> str:
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
+    from rltuned.daemon.config import load as load_daemon_config
     from rltuned.fidelity.plot import plot_starts
     from rltuned.fidelity.report import as_json, measure, render
 
     _require(args.interval >= 0, f"--interval must be >= 0, got {args.interval}")
     _require(args.worst >= 0, f"--worst must be >= 0, got {args.worst}")
+    daemon = load_daemon_config(args.daemon_config) if args.daemon_config else None
+    if args.submit:
+        return _fidelity_submit(args, daemon)
+    _require(args.cluster is not None, "--sacct needs --cluster")
     cluster = load_cluster(args.cluster)
     try:
         fidelity, matched, _ = measure(
-            args.sacct, cluster, args.slurm_config, args.scheduler_params, args.interval, args.worst
+            args.sacct, cluster, args.slurm_config, args.scheduler_params, args.interval, args.worst, daemon
         )
     except ValueError as exc:
         raise UsageError(f"--sacct {args.sacct}: {exc}") from None
     if args.plot:
         plot_starts(matched, args.plot, f"{args.sacct.name} on {cluster.name}")
     print(json.dumps(as_json(fidelity), indent=2) if args.json else render(fidelity))
+    return 0
+
+
+def _fidelity_submit(args: argparse.Namespace, daemon: Any) -> int:
+    import getpass
+
+    from rltuned.fidelity.experiment import Experiment, run_on_slurm
+    from rltuned.fidelity.plot import plot_starts
+    from rltuned.fidelity.report import as_json, render
+    from rltuned.fidelity.submit import Commands
+
+    _require(args.out is not None, "--submit needs --out DIR")
+    _require(args.jobs >= 2 and args.start >= 0, "--jobs must be >= 2 and --start >= 0")
+    trace = load_trace(_trace_path(args.trace)).jobs
+    window = trace[args.start : args.start + args.jobs]
+    _require(len(window) == args.jobs, f"the trace has {len(trace)} jobs; the window does not fit")
+    users = tuple(u for u in (args.users or getpass.getuser()).split(",") if u)
+    exp = Experiment(args.partition, users, args.span, args.interval, args.worst, args.daemon_config, daemon)
+    outcome = run_on_slurm(window, exp, args.out, Commands.real())
+    body = {
+        **as_json(outcome.fidelity),
+        "demand_ratio": outcome.demand_ratio,
+        "slurm_job_ids": outcome.slurm_ids,
+        "daemon": str(args.daemon_config) if args.daemon_config else None,
+    }
+    (args.out / "fidelity.json").write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    plot_starts(outcome.pairs, args.plot or str(args.out / "starts.png"), f"{args.trace} window on Slurm")
+    print(json.dumps(body, indent=2) if args.json else render(outcome.fidelity))
     return 0
 
 

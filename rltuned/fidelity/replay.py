@@ -5,6 +5,8 @@ runtime.
 Settings come from a saved `scontrol show config` (`--slurm-config`); `--scheduler-params` overrides its
 SchedulerParameters. Without a saved config the priorities are Slurm 22.05's default `priority/basic`
 (every job equal, so submit order) and the scheduler's parameters are Slurm's defaults.
+With the daemon's config (`--daemon-config`, enforce mode), the replay runs the daemon's loop over it
+(`sim/ticks.py`): its base policy, model, levers and tick interval, as `rltunectl train` and `evaluate` do.
 Memory binds only where `SelectTypeParameters` makes it a consumable resource (`CR_*_Memory`); otherwise
 sacct's memory figure is what the job could touch, not what it held, and is dropped.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from rltuned.daemon.config import Settings
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError
 from rltuned.fidelity.observed import Workload
@@ -46,9 +49,22 @@ def slurm_settings(slurm_config: Path | None, scheduler_params: str | None) -> t
     return params, memory
 
 
-def replay(workload: Workload, cluster: ClusterSpec, params: SlurmParams, memory: bool) -> SimResult:
+def replay(
+    workload: Workload,
+    cluster: ClusterSpec,
+    params: SlurmParams,
+    memory: bool,
+    daemon: Settings | None = None,
+) -> SimResult:
     jobs = [o.job if memory else _without_memory(o.job) for o in workload.jobs]
-    return SlurmRun(cluster, jobs, params=params).run()
+    if daemon is None or daemon.apply.mode != "enforce":  # a shadow daemon writes nothing
+        return SlurmRun(cluster, jobs, params=params).run()
+    from rltuned.rl.export import load_model
+    from rltuned.sim.ticks import TickSettings, run_ticks
+
+    settings = TickSettings(daemon.policy.base, daemon.daemon.interval_s, daemon.core(), params)
+    model = load_model(daemon.policy.model) if daemon.policy.model is not None else None
+    return run_ticks(cluster, jobs, 0, settings, model)
 
 
 def _without_memory(job: Job) -> Job:

@@ -6,6 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rltuned.daemon.config import Settings
 from rltuned.domain import ClusterSpec
 from rltuned.fidelity.compare import Fidelity, Pair, compare, pairs
 from rltuned.fidelity.observed import load_sacct
@@ -20,10 +21,11 @@ def measure(
     scheduler_params: str | None,
     interval_s: float,
     worst: int = 10,
+    daemon: Settings | None = None,
 ) -> tuple[Fidelity, list[Pair], SlurmParams]:
     workload = load_sacct(sacct)
     params, memory = slurm_settings(slurm_config, scheduler_params)
-    result = replay(workload, cluster, params, memory)
+    result = replay(workload, cluster, params, memory, daemon)
     fidelity = compare(workload.jobs, result.records, result.cluster, interval_s, workload.has_nodes, worst)
     return fidelity, pairs(workload.jobs, result.records, result.cluster), params
 
