@@ -5,9 +5,10 @@ and clamped to [`min_runtime_s`, `max_runtime_s`] (a `sleep` that long). GPU cou
 largest node of the partition, so no job asks one node for more GPUs than it has (a batch job with
 `--gres=gpu:G` gets one node). Time limits keep the job's over-estimate (limit / runtime) on the lab
 runtime, at least that runtime plus a second, in whole minutes as Slurm holds them. Trace users map
-onto the chosen users in order of first appearance. Each job goes in with `sbatch` at its compressed time, as its user (`runuser`
-when run as root), to the chosen partition; when all are done their `sacct` lines, the Slurm's `scontrol
-show config` and `sinfo --json` are saved, and the first mode compares them with the simulator.
+onto the chosen users in order of first appearance. Each job goes in with `sbatch` at its compressed
+time, as its user (`runuser` when run as root), to the chosen partition; when all are done their
+`sacct` lines, the Slurm's `scontrol show config` and `sinfo --json` are saved, and the first mode
+compares them with the simulator.
 
 Slurm is driven through `Commands`, so the sequencing can be tested without one; the CLI passes the real
 commands and the tests also run it against the lab (tests/fidelity/test_fidelity_lab.py).
@@ -95,10 +96,14 @@ class Commands:
     as_root: bool
 
     @staticmethod
-    def real() -> Commands:
+    def real(conf: Path | None = None) -> Commands:
+        """Slurm's commands, with `SLURM_CONF=conf` when given (else the caller's environment)."""
         import os
 
-        return Commands(_run, os.geteuid() == 0)
+        env = dict(os.environ)
+        if conf is not None:
+            env["SLURM_CONF"] = str(conf)
+        return Commands(lambda argv: _run(argv, env), os.geteuid() == 0)
 
 
 def sbatch_argv(job: LabJob, partition: str, as_root: bool) -> list[str]:
@@ -183,7 +188,7 @@ def save_slurm(out: Path, sacct_text: str, commands: Commands) -> tuple[Path, Pa
     return sacct, config, sinfo
 
 
-def _run(argv: list[str]) -> str:
+def _run(argv: list[str], env: dict[str, str]) -> str:
     try:
         proc = subprocess.run(
             argv,
@@ -192,6 +197,7 @@ def _run(argv: list[str]) -> str:
             timeout=COMMAND_TIMEOUT_S,
             stdin=subprocess.DEVNULL,
             check=False,
+            env=env,
         )
     except FileNotFoundError:
         raise SlurmError(f"{argv[0]}: command not found") from None

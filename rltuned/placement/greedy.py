@@ -1,5 +1,6 @@
-"""Greedy placement on per-node free capacity: `pack` (best fit on the fewest nodes) and `spread` (worst fit,
-and one node more than needed for jobs larger than a node). Also the MILP placer's fallback.
+"""Greedy placement on per-node free capacity: `pack` (best fit on the fewest nodes), `spread` (worst fit,
+and one node more than needed for jobs larger than a node) and `cons_tres` (Slurm's own choice of node,
+`placement/cons_tres.py`, for a job on one node; pack for a larger one). Also the MILP placer's fallback.
 
 `free` holds per-node free GPUs, CPUs and memory (indexed like the cluster's nodes). `caps`, when given,
 bounds what may be used on some nodes (EASY backfilling's "extra" resources on the head job's reserved
@@ -10,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from rltuned.domain import Allocation, Slice
+from rltuned.placement.cons_tres import tightest_node
 from rltuned.placement.pools import Demand, Pool
 
-STRATEGIES = ("pack", "spread")
+STRATEGIES = ("pack", "spread", "cons_tres")
 Caps = Mapping[int, tuple[int, int, int]]
 
 
@@ -47,6 +51,11 @@ def place(
     demand: Demand, pools: Sequence[Pool], free: FreeCapacity, strategy: str, caps: Caps | None = None
 ) -> Allocation | None:
     """Best allocation over the demand's eligible pools, or None if it does not fit now."""
+    if strategy == "cons_tres":
+        found = _cons_tres(demand, pools, free, caps)
+        if found is not None or all(demand.gpus <= pools[p].gpus for p in demand.pools):
+            return found
+        strategy = "pack"  # a job on several nodes: Slurm fills the chosen run from its start
     best: Allocation | None = None
     best_rank: tuple[int, int] | None = None
     for k, p in enumerate(demand.pools):
@@ -61,6 +70,32 @@ def place(
         if best_rank is None or rank < best_rank:
             best, best_rank = found, rank
     return best
+
+
+def _cons_tres(
+    demand: Demand, pools: Sequence[Pool], free: FreeCapacity, caps: Caps | None
+) -> Allocation | None:
+    """Slurm's node for a job on one node: every node of a single-node pool that holds it is a
+    candidate, and `tightest_node` picks among them by free CPUs."""
+    g = demand.gpus
+    candidate = np.zeros(len(free.gpus), dtype=np.bool_)
+    need: dict[int, tuple[int, int]] = {}
+    for k, p in enumerate(demand.pools):
+        pool = pools[p]
+        if g > pool.gpus:
+            continue
+        need_c, need_m = demand.slice_cpus(k, g), demand.slice_mem(k, g)
+        for n in pool.nodes:
+            f_g, f_c, f_m = free.gpus[n], free.cpus[n], free.mem[n]
+            if caps is not None and n in caps:
+                f_g, f_c, f_m = min(f_g, caps[n][0]), min(f_c, caps[n][1]), min(f_m, caps[n][2])
+            if f_g >= g and f_c >= need_c and f_m >= need_m:
+                candidate[n] = True
+                need[n] = (need_c, need_m)
+    if not need:
+        return None
+    node = int(tightest_node(np.asarray(free.cpus, dtype=np.int64), candidate))
+    return (Slice(node, g, *need[node]),)
 
 
 def _rank(allocation: Allocation, free: FreeCapacity, strategy: str) -> tuple[int, int]:

@@ -13,6 +13,11 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from rltuned.placement.cons_tres import tightest_node
+
+PACK, CONS_TRES = 0, 1
+"""Node selection in `earliest_start`: `place`'s pack, or Slurm's cons_tres (`placement/cons_tres.py`)."""
+
 
 @njit(cache=True)
 def earliest_on_one_node(
@@ -275,10 +280,13 @@ def earliest_start(
     pool_flat: npt.NDArray[np.int64],
     pool_gpus: npt.NDArray[np.int64],
     out: npt.NDArray[np.int64],
+    select: int = PACK,
 ) -> tuple[int, float, int]:
     """The first profile row starting in [not_before, horizon] from which the job fits until its time
-    limit, and `place(..., "pack")`'s allocation on the least free capacity over that span. Returns
-    (row, end on the grid, slice count written to `out`), or (-1, 0, 0).
+    limit, and `place(..., "pack")`'s allocation on the least free capacity over that span (with
+    `select=CONS_TRES`, a job on one node gets cons_tres's node among those that hold it over the span,
+    by their free CPUs in that row). Returns (row, end on the grid, slice count written to `out`), or
+    (-1, 0, 0).
 
     `place` prefers one node to several, then the fewest GPUs left over, then the pool listed first.
     So: the earliest row on one node of a pool, unless a pool where the job spans nodes fits strictly
@@ -316,9 +324,64 @@ def earliest_start(
         return multi, end, count
     if s_row < 0:
         return -1, 0.0, 0
+    if select == CONS_TRES:
+        s_node, s_k = _cons_tres_node(
+            times,
+            cap,
+            s_row,
+            resolution,
+            limit,
+            gpus,
+            dem_pool,
+            dem_cpg,
+            dem_mpg,
+            pool_ptr,
+            pool_flat,
+            pool_gpus,
+        )
     out[0, 0], out[0, 1] = s_node, gpus
     out[0, 2], out[0, 3] = _slice_size(gpus, dem_cpg[s_k]), _slice_size(gpus, dem_mpg[s_k])
     return s_row, grid(times[s_row] + limit, resolution), 1
+
+
+@njit(cache=True)
+def _cons_tres_node(
+    times: npt.NDArray[np.float64],
+    cap: npt.NDArray[np.int64],
+    k: int,
+    resolution: float,
+    limit: float,
+    gpus: int,
+    dem_pool: npt.NDArray[np.int64],
+    dem_cpg: npt.NDArray[np.float64],
+    dem_mpg: npt.NDArray[np.float64],
+    pool_ptr: npt.NDArray[np.int64],
+    pool_flat: npt.NDArray[np.int64],
+    pool_gpus: npt.NDArray[np.int64],
+) -> tuple[int, int]:
+    """(node, demand entry) cons_tres picks at row k among the nodes of single-node pools that hold the
+    job in every row of its span: those are the nodes sched/backfill leaves the job (`_start_job`
+    excludes the rest), and `select_nodes` then picks by the usual rule."""
+    end = np.ceil((times[k] + limit) / resolution - 1e-9) * resolution
+    stop = max(int(np.searchsorted(times, end)), k + 1)
+    candidate = np.zeros(cap.shape[2], dtype=np.bool_)
+    entry = np.full(cap.shape[2], -1, dtype=np.int64)
+    for e in range(dem_pool.shape[0]):
+        p = dem_pool[e]
+        if gpus > pool_gpus[p]:
+            continue
+        c, m = _slice_size(gpus, dem_cpg[e]), _slice_size(gpus, dem_mpg[e])
+        for n in pool_flat[pool_ptr[p] : pool_ptr[p + 1]]:
+            holds = True
+            for r in range(k, stop):
+                if cap[r, 0, n] < gpus or cap[r, 1, n] < c or cap[r, 2, n] < m:
+                    holds = False
+                    break
+            if holds:
+                candidate[n] = True
+                entry[n] = e
+    node = tightest_node(cap[k, 1].copy(), candidate)
+    return node, entry[node]
 
 
 @njit(cache=True)
@@ -329,12 +392,19 @@ def reserve(
     start: float,
     end: float,
     slices: npt.NDArray[np.int64],
+    whole: bool = False,
 ) -> int:
-    """Take the slices' resources during [start, end) (rows split there); returns the new row count.
+    """Take the slices' resources during [start, end) (rows split there), or with `whole` their nodes
+    entirely (sched/backfill's plan for a job that starts later removes its nodes from every other
+    job's availability in that window: `node_space` keeps node bitmaps). Returns the new row count.
     The arrays need room for two more rows."""
     k0, k1, size = split_rows(times, cap, size, start, end)
     for s in range(slices.shape[0]):
         n = slices[s, 0]
+        if whole:
+            for r in range(k0, k1):
+                cap[r, 0, n], cap[r, 1, n], cap[r, 2, n] = 0, 0, 0
+            continue
         for r in range(k0, k1):
             cap[r, 0, n] -= slices[s, 1]
             cap[r, 1, n] -= slices[s, 2]
@@ -361,6 +431,8 @@ def backfill_pass(
     dem_cpg: npt.NDArray[np.float64],
     dem_mpg: npt.NDArray[np.float64],
     slices: npt.NDArray[np.int64],
+    select: int = PACK,
+    whole_nodes: bool = False,
 ) -> tuple[npt.NDArray[np.int64], int]:
     """One sched/backfill pass over the tested jobs in priority order: each job's earliest start on the
     profile (rows `[0, size)` of times/cap, with room for two rows per job), reserved there when it lies
@@ -369,7 +441,8 @@ def backfill_pass(
 
     Reservations only take capacity away during a pass, and within a demand shape a job asking for no
     fewer GPUs for no less time fits nowhere a smaller, shorter one did not: its earliest start is no
-    earlier than theirs (inf: beyond the window), which bounds where its search begins."""
+    earlier than theirs (inf: beyond the window), which bounds where its search begins. With
+    `whole_nodes`, a job planned to start later holds its nodes whole (see `reserve`)."""
     n_jobs = job_gpus.shape[0]
     started = np.zeros(n_jobs, dtype=np.int64)
     found_at = np.empty(n_jobs, dtype=np.float64)
@@ -385,13 +458,13 @@ def backfill_pass(
         a, b = dem_ptr[j], dem_ptr[j + 1]
         row, end, count = earliest_start(
             times[:size], cap[:size], resolution, limit, horizon, bound, g,
-            dem_pool[a:b], dem_cpg[a:b], dem_mpg[a:b], pool_ptr, pool_flat, pool_gpus, slices[j],
+            dem_pool[a:b], dem_cpg[a:b], dem_mpg[a:b], pool_ptr, pool_flat, pool_gpus, slices[j], select,
         )  # fmt: skip
         if row < 0:
             continue
         at = times[row]
         found_at[j] = at
-        size = reserve(times, cap, size, at, end, slices[j, :count])
+        size = reserve(times, cap, size, at, end, slices[j, :count], whole_nodes and at > now)
         if at == now:
             started[j] = count
     return started, size

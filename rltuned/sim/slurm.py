@@ -35,7 +35,7 @@ from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
-from rltuned.sim.kernels import backfill_pass, earliest_start, grid, reserve
+from rltuned.sim.kernels import CONS_TRES, PACK, backfill_pass, earliest_start, grid, reserve
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
 from rltuned.slurm.parse import natural_key
@@ -67,8 +67,17 @@ class SlurmParams:
     """PriorityType=priority/multifactor with its PriorityWeight* and PriorityMaxAge."""
     fairshare_half_life_s: float = 7 * 24 * 3600.0
     """PriorityDecayHalfLife."""
+    bf_whole_nodes: bool = True
+    """sched/backfill plans a job that must wait on whole nodes: no other job may use them in its window
+    (its `node_space` holds node bitmaps). False: only the GPUs, CPUs and memory it will take (models
+    trained before this was modelled)."""
+    node_selection: str = "cons_tres"
+    """SelectType=select/cons_tres's choice of node (`placement/cons_tres.py`); "pack" is the GPU best
+    fit models trained before it used."""
 
     def __post_init__(self) -> None:
+        if self.node_selection not in ("cons_tres", "pack"):
+            raise ValueError(f"node_selection must be cons_tres or pack, got {self.node_selection!r}")
         for name in ("sched_interval_s", "bf_interval_s", "bf_resolution_s", "bf_window_min"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -300,9 +309,10 @@ class SlurmRun:
         """Priority order until the first job that does not fit."""
         if not self._may_start():
             return
+        p = self.params
         started: list[_Job] = []
         for entry in self.ordered(now):
-            alloc = place(entry.demand, self.pools, self.free, "pack")
+            alloc = place(entry.demand, self.pools, self.free, p.node_selection)
             if alloc is None:
                 break
             self._start(entry, alloc, now)
@@ -329,7 +339,10 @@ class SlurmRun:
         if running:  # each job's slice rows were kept when it started (`slice_rows`)
             ends = np.repeat([e.start + e.limit for e in running], [len(e.alloc) for e in running])
             released = (ends, np.concatenate([e.rows for e in running]))
-        profile = Profile(now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays)
+        profile = Profile(
+            now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays,
+            select=p.node_selection, whole_nodes=p.bf_whole_nodes,
+        )  # fmt: skip
         horizon = now + p.bf_window_min * 60.0
         plan = profile.plan([(e.demand, e.limit) for e in order], self._shapes, horizon)
         started: list[_Job] = []
@@ -480,8 +493,12 @@ class Profile:
         pools: Sequence[Pool],
         arrays: PoolArrays,
         room: int = 64,
+        select: str = "pack",
+        whole_nodes: bool = False,
     ) -> None:
         self.now = now
+        self.select = CONS_TRES if select == "cons_tres" else PACK
+        self.whole_nodes = whole_nodes
         self.resolution = resolution_s
         self.pools = pools
         self.arrays = arrays
@@ -522,8 +539,10 @@ class Profile:
             self._cap = np.concatenate((self._cap, np.zeros((grow, *self._cap.shape[1:]), dtype=np.int64)))
 
     def reserve(self, alloc: Allocation, start: float, end: float) -> None:
+        """As a pass reserves: whole nodes for a later start when the profile plans so, else the slices."""
         self._room(2)
-        self.size = reserve(self._t, self._cap, self.size, start, end, slice_rows(alloc))
+        whole = self.whole_nodes and start > self.now
+        self.size = reserve(self._t, self._cap, self.size, start, end, slice_rows(alloc), whole)
 
     def earliest(
         self, demand: Demand, limit: float, horizon: float, not_before: float
@@ -535,7 +554,7 @@ class Profile:
         out = np.zeros((a.widest, 4), dtype=np.int64)
         row, end, count = earliest_start(
             self.times, self.cap, self.resolution, limit, horizon, not_before, demand.gpus,
-            *packed(demand), a.ptr, a.flat, a.gpus, out,
+            *packed(demand), a.ptr, a.flat, a.gpus, out, self.select,
         )  # fmt: skip
         if row < 0:
             return None
@@ -568,6 +587,7 @@ class Profile:
         started, self.size = backfill_pass(
             self._t, self._cap, self.size, self.now, horizon, self.resolution, a.ptr, a.flat, a.gpus,
             gpus, limits, shape, ptr, np.array(pools, dtype=np.int64), np.array(cpg), np.array(mpg), slices,
+            self.select, self.whole_nodes,
         )  # fmt: skip
         return [_allocation(slices[j, :count]) if count else None for j, count in enumerate(started.tolist())]
 

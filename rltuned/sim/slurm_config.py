@@ -53,13 +53,7 @@ def params_from_config(config: Mapping[str, str], where: str = "scontrol show co
     """SchedulerType, SchedulerParameters (sched_interval, bf_*), PriorityWeight*, PriorityWeightTRES's
     GRES/gpu, PriorityFavorSmall, PriorityMaxAge and PriorityDecayHalfLife; each malformed value is an
     error naming its key."""
-    values: dict[str, Any] = {}
-    scheduler = config.get("SchedulerType", "sched/backfill")
-    if scheduler not in ("sched/backfill", "sched/builtin"):
-        raise ConfigError(
-            f"{where}: SchedulerType {scheduler!r} is not modelled (sched/backfill, sched/builtin)"
-        )
-    values["backfill"] = scheduler == "sched/backfill"
+    values: dict[str, Any] = {"backfill": _plugins(config, where)}
     for item in config.get("SchedulerParameters", "").split(","):
         key, _, raw = item.strip().partition("=")
         if key == "bf_continue":
@@ -96,6 +90,8 @@ def params_record(params: SlurmParams) -> dict[str, Any]:
 
 def params_from_record(record: Mapping[str, Any]) -> SlurmParams:
     values = dict(record)
+    values.setdefault("node_selection", "pack")  # models from before cons_tres was modelled
+    values.setdefault("bf_whole_nodes", False)  # and before backfill held whole nodes
     priority = multifactor_from_record(values.pop("priority", {}))
     return SlurmParams(**values, priority=priority)
 
@@ -103,6 +99,21 @@ def params_from_record(record: Mapping[str, Any]) -> SlurmParams:
 def multifactor_from_record(record: Mapping[str, Any]) -> Multifactor:
     """Multifactor's weights as `asdict` wrote them (its fixed `name` and `dynamic` dropped)."""
     return Multifactor(**{k: v for k, v in record.items() if k not in ("name", "dynamic")})
+
+
+def _plugins(config: Mapping[str, str], where: str) -> bool:
+    """Whether sched/backfill runs; a scheduler or node-selection plugin the model lacks is an error."""
+    scheduler = config.get("SchedulerType", "sched/backfill")
+    if scheduler not in ("sched/backfill", "sched/builtin"):
+        raise ConfigError(
+            f"{where}: SchedulerType {scheduler!r} is not modelled (sched/backfill, sched/builtin)"
+        )
+    select = config.get("SelectType", "select/cons_tres")
+    if select not in ("select/cons_tres", "select/cons_res"):
+        raise ConfigError(
+            f"{where}: SelectType {select!r} is not modelled (select/cons_tres, select/cons_res)"
+        )
+    return scheduler == "sched/backfill"
 
 
 def _number(raw: str, key: str, where: str) -> float:

@@ -37,7 +37,8 @@ def test_the_observed_workload_keeps_starts_nodes_and_request_shape() -> None:
 
 def test_the_replay_is_the_hand_computed_schedule() -> None:
     # 1 and 2 take the p100 nodes; 3 waits for one (a 4-GPU job never spans the two k80 nodes); 4 and 5
-    # backfill at once behind it, on the best-fitting nodes (k80-1, m40-1); 3 starts when 1 ends.
+    # backfill at once behind it, on the nodes cons_tres picks (k80-1; then k80-2 and m40-1 form one run
+    # of 16 free CPUs, where the tie goes to k80-2, the lower index); 3 starts when 1 ends.
     params, memory = slurm_settings(None, PARAMS)
     workload = load_sacct(SACCT)
     result = replay(workload, load_cluster(str(SINFO)), params, memory)
@@ -49,7 +50,7 @@ def test_the_replay_is_the_hand_computed_schedule() -> None:
         "2": (1, ["p100-2"]),
         "3": (30, ["p100-1"]),
         "4": (3, ["k80-1"]),
-        "5": (5, ["m40-1"]),
+        "5": (5, ["k80-2"]),
     }  # fmt: skip
 
 
@@ -61,13 +62,21 @@ def test_the_figures() -> None:
     assert f.jobs == 5 and f.unsimulated == 0
     assert f.kendall_tau == pytest.approx(1.0)  # same start order
     assert f.within_interval_share == 1.0  # job 4 one second early
-    assert f.same_gpu_type_share == pytest.approx(0.8)  # job 5: m40 simulated, k80 real
-    assert f.same_nodes_share == pytest.approx(0.8)
+    assert f.same_gpu_type_share == 1.0 and f.same_nodes_share == 1.0
     assert (f.makespan_s.real, f.makespan_s.simulated) == (60, 60)
     assert f.mean_wait_s.real == pytest.approx(29 / 5) and f.mean_wait_s.simulated == pytest.approx(28 / 5)
     assert f.worst[0].job_id == "4" and f.worst[0].delta == -1
     strict = compare(workload.jobs, result.records, result.cluster, interval_s=0.0)
     assert strict.within_interval_share == pytest.approx(0.8)
+
+
+def test_a_gpu_best_fit_would_put_job_5_on_the_m40() -> None:
+    params, memory = slurm_settings(None, PARAMS)
+    workload = load_sacct(SACCT)
+    result = replay(workload, load_cluster(str(SINFO)), replace(params, node_selection="pack"), memory)
+    f = compare(workload.jobs, result.records, result.cluster, interval_s=2.0)
+    assert f.same_gpu_type_share == pytest.approx(0.8) and f.worst[0].job_id == "4"
+    assert next(p for p in f.worst if p.job_id == "5").sim_nodes == ("m40-1",)
 
 
 def test_a_later_simulated_start_lowers_tau() -> None:

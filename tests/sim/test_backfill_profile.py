@@ -2,19 +2,25 @@
 `not_before` to the horizon, `place(..., "pack")` on the least free capacity over the job's span, the
 first row where it fits wins. Random clusters, running jobs, reservations and demands (one node, many
 nodes, or pools of both kinds); start, end and nodes must agree exactly. And a whole pass, compiled with
-its per-shape memo, against the same rule applied job after job without one."""
+its per-shape memo, against the same rule applied job after job without one. Both for `place`'s pack and
+for Slurm's cons_tres node choice (among the nodes that hold the job over its span, by their free CPUs in
+the start row), and with a later start reserving whole nodes, as sched/backfill does."""
 
 from __future__ import annotations
 
 import bisect
 import copy
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rltuned.domain import Allocation
+from rltuned.domain import Allocation, Slice
+from rltuned.placement.cons_tres import tightest_node
 from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import Demand, build_pools, demand_for
+from rltuned.sim.kernels import CONS_TRES, PACK
 from rltuned.sim.slurm import Profile, SlurmRun, releases
 from tests.builders import cluster, job
 
@@ -24,8 +30,8 @@ CPUS = st.sampled_from([0, 0, 1, 7, 30])
 """0: the GPU share of the node; else CPUs asked, which can run out before the GPUs do."""
 
 
-def plainly(profile: Profile, demand: Demand, limit: float, horizon: float, not_before: float
-            ) -> tuple[float, float, Allocation] | None:  # fmt: skip
+def plainly(profile: Profile, demand: Demand, limit: float, horizon: float, not_before: float,
+            select: str = "pack") -> tuple[float, float, Allocation] | None:  # fmt: skip
     times, cap = [float(t) for t in profile.times], profile.cap
     for k, t in enumerate(times):
         if t < not_before:
@@ -39,8 +45,24 @@ def plainly(profile: Profile, demand: Demand, limit: float, horizon: float, not_
             demand, profile.pools, FreeCapacity(low[0].tolist(), low[1].tolist(), low[2].tolist()), "pack"
         )
         if alloc is not None:
+            if select == "cons_tres" and len(alloc) == 1:
+                alloc = _cons_tres(profile, demand, low, cap[k][1])
             return t, end, alloc
     return None
+
+
+def _cons_tres(profile: Profile, demand: Demand, low: np.ndarray, cpus_now: np.ndarray) -> Allocation:  # type: ignore[type-arg]
+    candidate = np.zeros(low.shape[1], dtype=np.bool_)
+    entry = {}
+    for k, p in enumerate(demand.pools):
+        if demand.gpus > profile.pools[p].gpus:
+            continue
+        c, m = demand.slice_cpus(k, demand.gpus), demand.slice_mem(k, demand.gpus)
+        for n in profile.pools[p].nodes:
+            if low[0][n] >= demand.gpus and low[1][n] >= c and low[2][n] >= m:
+                candidate[n], entry[n] = True, (c, m)
+    node = int(tightest_node(cpus_now.astype(np.int64), candidate))
+    return (Slice(node, demand.gpus, *entry[node]),)
 
 
 @st.composite
@@ -71,29 +93,39 @@ def plans(draw: st.DrawFn) -> tuple[Profile, list[tuple[Demand, float, float, fl
     return profile, asks
 
 
-@given(plans())
+@pytest.mark.parametrize(("select", "whole"), [("pack", False), ("cons_tres", False), ("cons_tres", True)])
+@given(plan=plans())
 @settings(max_examples=300, deadline=None)
-def test_the_compiled_earliest_start_is_the_plain_rule(plan: tuple[Profile, list]) -> None:  # type: ignore[type-arg]
+def test_the_compiled_earliest_start_is_the_plain_rule(
+    select: str, whole: bool, plan: tuple[Profile, list]
+) -> None:  # type: ignore[type-arg]
     profile, asks = plan
+    profile.select, profile.whole_nodes = (CONS_TRES if select == "cons_tres" else PACK), whole
     for demand, limit, horizon, not_before in asks:
-        expected = plainly(profile, demand, limit, horizon, not_before)
+        expected = plainly(profile, demand, limit, horizon, not_before, select)
         assert profile.earliest(demand, limit, horizon, not_before) == expected
         if expected is not None:  # reserve it, as a pass does, so later asks meet a busier profile
             profile.reserve(expected[2], expected[0], expected[1])
 
 
-@given(plans())
+@pytest.mark.parametrize(("select", "whole"), [("pack", False), ("cons_tres", False), ("cons_tres", True)])
+@given(plan=plans())
 @settings(max_examples=300, deadline=None)
-def test_a_compiled_pass_plans_as_the_plain_rule_job_after_job(plan: tuple[Profile, list]) -> None:  # type: ignore[type-arg]
+def test_a_compiled_pass_plans_as_the_plain_rule_job_after_job(
+    select: str,
+    whole: bool,
+    plan: tuple[Profile, list],  # type: ignore[type-arg]
+) -> None:
     """The pass searches from where the memo says a smaller, shorter job of the same shape could not start
     earlier; that must change no start: every job that starts now, on its nodes, and the reservations the
     others leave (the profile after the pass)."""
     profile, asks = plan
+    profile.select, profile.whole_nodes = (CONS_TRES if select == "cons_tres" else PACK), whole
     plain = copy.deepcopy(profile)
     horizon = asks[0][2]
     expected = []
     for demand, limit, _, _ in asks:
-        found = plainly(plain, demand, limit, horizon, plain.now)
+        found = plainly(plain, demand, limit, horizon, plain.now, select)
         if found is not None:
             plain.reserve(found[2], found[0], found[1])
         expected.append(found[2] if found is not None and found[0] == plain.now else None)
