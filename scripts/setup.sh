@@ -3,11 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
-# System packages for the daemon's tests: Slurm 22.05 and munge (the real local lab, scripts/slurm-lab),
-# systemd-analyze (the unit is verified) and strace (its syscall filter is checked). Only as root with
-# apt; elsewhere those tests say what is missing.
+# System packages for the daemon's tests: Slurm 22.05, munge, slurmdbd and MariaDB (the real local lab with
+# accounting, scripts/slurm-lab), systemd-analyze (the unit is verified) and strace (its syscall filter is
+# checked). Only as root with apt; elsewhere those tests say what is missing.
 missing=()
-for pair in slurmctld:slurmctld slurmd:slurmd squeue:slurm-client munged:munge systemd-analyze:systemd strace:strace; do
+for pair in slurmctld:slurmctld slurmd:slurmd squeue:slurm-client munged:munge slurmdbd:slurmdbd \
+    mariadbd:mariadb-server systemd-analyze:systemd strace:strace; do
     command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair##*:}")
 done
 if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -50,25 +50,43 @@ def _free_ports(count: int, start: int) -> int:
         port += count + 1
 
 
+PORTS = {
+    "SLURM_LAB_CTLD_PORT": (1, 6817),
+    "SLURM_LAB_NODE_PORT0": (8, 17001),  # one per node
+    "SLURM_LAB_DBD_PORT": (1, 16819),
+    "SLURM_LAB_DB_PORT": (1, 13306),
+}
+"""Each port knob of scripts/slurm-lab: how many consecutive ports it takes, and where the search starts."""
+
+TEST_ENV = {"SLURM_LAB_PRIO_AGE": "0", "SLURM_LAB_PRIO_FAIRSHARE": "0"}
+"""What the session lab sets beyond the script's defaults. Age and fair-share weights stay 0 so that every
+new job gets the same priority (1000, the partition's) and a pending job keeps it: the daemon and fault
+tests compare priorities before and after, and the decay thread would otherwise move them every
+PriorityCalcPeriod as usage accrues. Accounting itself (slurmdbd, sacct, sshare, the Operator) stays on."""
+
+
 def _ports_env(lab_dir: Path) -> dict[str, str]:
     """Ports chosen when the lab was first brought up, kept in the lab directory for later commands."""
-    saved = lab_dir / "ports.env"
+    saved = lab_dir / "ports.json"
+    if not lab_dir.exists():  # purged: nothing to remember the ports in
+        return {}
     if not saved.exists():
-        ctld = _free_ports(1, 6817)
-        nodes = _free_ports(8, 17001)
-        saved.write_text(f"{ctld} {nodes}")
-    ctld_port, node_port = saved.read_text().split()
-    return {"SLURM_LAB_CTLD_PORT": ctld_port, "SLURM_LAB_NODE_PORT0": node_port}
+        saved.write_text(json.dumps({knob: str(_free_ports(n, start)) for knob, (n, start) in PORTS.items()}))
+    ports: dict[str, str] = json.loads(saved.read_text())
+    return ports
 
 
-def _script(command: str, lab_dir: Path, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SLURM_LAB_DIR": str(lab_dir), **_ports_env(lab_dir)}
+def _script(
+    command: str, lab_dir: Path, timeout: float = 300.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {}), "SLURM_LAB_DIR": str(lab_dir), **_ports_env(lab_dir)}
     return subprocess.run(
-        [str(SCRIPT), command], env=env, text=True, capture_output=True, timeout=timeout, check=False
+        [str(SCRIPT), command], env=full_env, text=True, capture_output=True, timeout=timeout, check=False
     )
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -149,11 +167,11 @@ class SlurmLab:
     def stop_controller(self, timeout: float = 15.0) -> None:
         """Stop slurmctld only (SIGTERM, saving its state); slurmds and running jobs stay."""
         pid = int((self.dir / "run" / "slurmctld.pid").read_text())
-        if not _alive(pid):
+        if not alive(pid):
             raise SlurmLabError(f"slurmctld (pid {pid}) is not running")
         os.kill(pid, signal.SIGTERM)
         try:
-            self._poll(lambda: not _alive(pid), timeout, "slurmctld to exit")
+            self._poll(lambda: not alive(pid), timeout, "slurmctld to exit")
         except SlurmLabError:
             os.kill(pid, signal.SIGKILL)
             raise
@@ -164,6 +182,14 @@ class SlurmLab:
         if proc.returncode != 0:
             raise SlurmLabError(f"slurm-lab up (restart slurmctld) failed:\n{proc.stderr}")
         self.wait_usable(timeout)
+
+    def script(self, command: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """Run ``scripts/slurm-lab <command>`` for this lab (status, env, down ...)."""
+        return _script(command, self.dir, timeout=timeout)
+
+    def wait_for(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll ``done`` every 0.1 s until it is true; SlurmLabError after ``timeout`` seconds."""
+        self._poll(done, timeout, what)
 
     def squeue_json(self) -> dict[str, Any]:
         """``squeue --json`` (every job; 22.05 ignores -t and -u there)."""
@@ -200,8 +226,10 @@ class SlurmLab:
 
 
 @contextlib.contextmanager
-def lab_session() -> Iterator[SlurmLab]:
-    """Bring a fresh lab up in a unique /tmp directory, yield it, then bring it down and remove it."""
+def lab_session(env: dict[str, str] | None = None) -> Iterator[SlurmLab]:
+    """Bring a fresh lab up in a unique /tmp directory, yield it, then bring it down and remove it.
+
+    `env` sets scripts/slurm-lab knobs for this lab; by default TEST_ENV (deterministic priorities)."""
     if os.geteuid() != 0:
         raise SlurmLabError(
             f"the Slurm lab needs root (apt-get, munged, slurmctld); run the tests as root, "
@@ -211,7 +239,7 @@ def lab_session() -> Iterator[SlurmLab]:
     lab_dir = Path(tempfile.mkdtemp(prefix="rltuned-slurm-lab-", dir="/tmp"))
     lab_dir.chmod(0o755)
     try:
-        proc = _script("up", lab_dir)
+        proc = _script("up", lab_dir, env=TEST_ENV if env is None else env)
         if proc.returncode != 0:
             raise SlurmLabError(
                 f"scripts/slurm-lab up failed (exit code {proc.returncode}):\n{proc.stderr}{proc.stdout}"
