@@ -3,14 +3,13 @@
 A base policy is a pure function of the snapshot (`policies/`), but not every field of the snapshot is
 filled on Slurm. `slurm/parse.read_view` builds the `ClusterSnapshot` from `squeue`/`sinfo` alone: the
 jobs' submit times (epoch seconds), time limits (the estimate), GPUs, users and accounts, the clock and
-the cluster's GPUs. It leaves `history` empty (no `sshare`, no `sacct`) and `origin` at 0.0. A policy
-that reads one of those would rank Slurm's queue by another rule than the one it was trained and
-evaluated with, silently; the daemon refuses such a `policy.base` instead (`unreadable_inputs`), and the
-simulator's tick loop asks the same function, so it never evaluates a base the daemon cannot serve.
-
-Issue 16 reads fair-share usage (sshare) and past runtimes (sacct) into the snapshot's history: it adds
-`FAIRSHARE_USAGE` and `PAST_RUNTIMES` to `READABLE_FROM_SLURM` once `read_view` fills them, and then
-`multifactor` and `qssf` are accepted with no other change here.
+the cluster's GPUs. It leaves `history` empty (no `sshare`, no `sacct`) and `origin` at 0.0. Fair-share
+usage (sshare) and past runtimes (sacct) come from Slurm's accounting, read by the daemon's engine every
+`slurm.history_interval_s` for a base that needs them (`slurm/history.py`), and kept by the simulator on
+the same interval. A policy that reads anything else Slurm does not show would rank Slurm's queue by
+another rule than the one it was trained and evaluated with, silently; the daemon refuses such a
+`policy.base` instead (`unreadable_inputs`), and the simulator's tick loop asks the same function, so it
+never evaluates a base the daemon cannot serve.
 """
 
 from __future__ import annotations
@@ -40,12 +39,15 @@ PAST_RUNTIMES = "past_runtimes"
 ORIGIN = "origin"
 """`ClusterSnapshot.origin`: the instant submit times are measured from (the simulated window's start)."""
 
-READABLE_FROM_SLURM: frozenset[str] = frozenset({NOW, SUBMIT, ESTIMATE, GPUS, USER, ACCOUNT, TOTAL_GPUS})
-"""The inputs `slurm/parse.read_view` fills from `squeue`/`sinfo` as they are in the simulator.
+HISTORY_INPUTS: frozenset[str] = frozenset({FAIRSHARE_USAGE, PAST_RUNTIMES})
+"""The inputs read from Slurm's accounting (sshare, sacct) rather than from squeue/sinfo."""
 
-Extend this set when the Slurm snapshot starts carrying another input (issue 16: `FAIRSHARE_USAGE` from
-sshare, `PAST_RUNTIMES` from sacct); the bases that need it are then accepted.
-"""
+READABLE_FROM_SLURM: frozenset[str] = frozenset(
+    {NOW, SUBMIT, ESTIMATE, GPUS, USER, ACCOUNT, TOTAL_GPUS} | HISTORY_INPUTS
+)
+"""The inputs the daemon fills as the simulator does: `slurm/parse.read_view` from squeue/sinfo, and the
+engine's accounting reads (slurmdbd; without it the reads fail, are counted as a `history` fallback,
+and the history stays empty, which the simulator's own tick loop never sees)."""
 
 POLICY_INPUTS: Mapping[str, frozenset[str]] = {
     # key = submit
@@ -71,14 +73,6 @@ POLICY_INPUTS: Mapping[str, frozenset[str]] = {
 """Per base policy (`policies.POLICIES`), every snapshot input its key reads (see `policies/`)."""
 
 WHY_UNREADABLE: Mapping[str, str] = {
-    FAIRSHARE_USAGE: (
-        "it needs fair-share usage per account (Slurm's sshare), which rltuned does not read yet; "
-        "without it every account's fair-share factor is 1 and the order is age and job size alone"
-    ),
-    PAST_RUNTIMES: (
-        "it needs past runtimes per user and account (Slurm's sacct), which rltuned does not read yet; "
-        "without them it ranks by time limit x GPUs instead of predicted GPU time"
-    ),
     ORIGIN: (
         "it measures submit times from the start of the trace window (the snapshot's origin), which a "
         "Slurm snapshot does not have; on epoch-second submit times its 870 * log10(submit) term is "

@@ -46,6 +46,12 @@ class SlurmSettings(_Section):
     exempt_qos: tuple[str, ...] = ()
     """SLA-bound QOS whose jobs are left alone."""
     cluster_name: str = "slurm"
+    history_interval_s: float = Field(300.0, ge=0)
+    """Seconds between reads of Slurm's accounting (sshare usage, sacct runtimes) for the base policies
+    that need them (multifactor, qssf); 0 never reads it. The simulator refreshes its history on the
+    same interval."""
+    history_lookback_days: float = Field(30.0, gt=0)
+    """Finished jobs whose runtimes count (sacct's start time)."""
 
 
 class PolicySettings(_Section):

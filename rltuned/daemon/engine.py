@@ -10,6 +10,7 @@ stop request before it abandons the tick with nothing written.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -17,17 +18,19 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rltuned.core import Action, Change, Placements, Plan, Ranking, decide
+from rltuned.core.inputs import HISTORY_INPUTS, POLICY_INPUTS
 from rltuned.core.levers import HOLD_RELEASE, LEVERS
 from rltuned.daemon.config import Settings
 from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
 from rltuned.daemon.metrics import Metrics
 from rltuned.daemon.pacing import Pacer
-from rltuned.domain import ClusterSnapshot, Job, RunningJob
+from rltuned.domain import ClusterSnapshot, History, Job, RunningJob
 from rltuned.errors import SlurmError
 from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel
 from rltuned.slurm.adapter import Outcome, SlurmAdapter
+from rltuned.slurm.history import history_from_slurm
 from rltuned.slurm.parse import SlurmJobInfo, SlurmView, read_view
 
 
@@ -117,6 +120,10 @@ class Engine:
         self.pacer = Pacer(a.writes_per_s, a.write_burst)
         self.denied_ticks = 0
         """Ticks in a row in which every write was refused for permissions."""
+        self.history = History()
+        """Slurm's accounting as last read (`read_history`); kept when a read fails."""
+        self.history_at = -math.inf
+        """When the accounting was last asked for (monotonic seconds), read or failed."""
 
     @property
     def base(self) -> str:
@@ -139,10 +146,29 @@ class Engine:
             s.exempt_qos,
             s.cluster_name,
         )
-        view = replace(
-            view, snapshot=_with_time_limits(view.snapshot, self.settings.policy.default_time_limit_min)
-        )
-        return view
+        snapshot = _with_time_limits(view.snapshot, self.settings.policy.default_time_limit_min)
+        return replace(view, snapshot=replace(snapshot, history=self.read_history(read.now)))
+
+    def read_history(self, now: float) -> History:
+        """Fair-share usage and past runtimes for a base policy that reads them, every
+        `slurm.history_interval_s`; a failed read is logged and counted, and the last history stays."""
+        s = self.settings.slurm
+        if not s.history_interval_s or not POLICY_INPUTS[self.base.lower()] & HISTORY_INPUTS:
+            return self.history
+        clock = time.monotonic()
+        if clock - self.history_at < s.history_interval_s:
+            return self.history
+        self.history_at = clock
+        try:
+            read = self.adapter.read_history(now - s.history_lookback_days * 86400.0)
+            self.history = history_from_slurm(read.sshare, read.sacct)
+        except SlurmError as exc:
+            self.metrics.fallbacks.labels("history").inc()
+            self.log.warning("history_failed", error=str(exc), kept_accounts=len(self.history.usage))
+            return self.history
+        for command, seconds in read.durations.items():
+            self.metrics.slurm_command.labels(command).observe(seconds)
+        return self.history
 
     def decide(self, view: SlurmView) -> Decision:
         core = decide(

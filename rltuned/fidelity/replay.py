@@ -62,7 +62,9 @@ def replay(
     from rltuned.rl.export import load_model
     from rltuned.sim.ticks import TickSettings, run_ticks
 
-    settings = TickSettings(daemon.policy.base, daemon.daemon.interval_s, daemon.core(), params)
+    settings = TickSettings(
+        daemon.policy.base, daemon.daemon.interval_s, daemon.core(), params, daemon.slurm.history_interval_s
+    )
     model = load_model(daemon.policy.model) if daemon.policy.model is not None else None
     return run_ticks(cluster, jobs, 0, settings, model)
 

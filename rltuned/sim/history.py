@@ -71,8 +71,10 @@ class HistoryTracker:
         for entry in running:
             acct = entry.job.account
             usage[acct] = usage.get(acct, 0.0) + entry.job.gpus * max(now - entry.start, 0.0)
+        # An account with nothing used yet (a job started this instant) is not one fair-share counts,
+        # as Slurm's sshare shows it with no usage (`slurm/history.py` leaves those out too).
         return History(
-            usage=MappingProxyType(usage),
+            usage=MappingProxyType({acct: u for acct, u in usage.items() if u > 0}),
             mean_runtime_by_user=MappingProxyType(self._user_mean),
             mean_runtime_by_account=MappingProxyType(self._acct_mean),
         )

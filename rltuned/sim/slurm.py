@@ -29,7 +29,16 @@ import numpy as np
 import numpy.typing as npt
 
 from rltuned.core.plan import Action, Plan
-from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob, Slice
+from rltuned.domain import (
+    Allocation,
+    ClusterSnapshot,
+    ClusterSpec,
+    History,
+    Job,
+    PriorityContext,
+    RunningJob,
+    Slice,
+)
 from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
 from rltuned.policies.multifactor import Multifactor
@@ -153,6 +162,7 @@ class SlurmRun:
         warmup: int = 0,
         params: SlurmParams | None = None,
         interval_s: float = 60.0,
+        history_interval_s: float = 300.0,
     ) -> None:
         if not 0 <= warmup <= len(jobs):
             raise ValueError(f"warmup must be in [0, {len(jobs)}], got {warmup}")
@@ -189,6 +199,9 @@ class SlurmRun:
         self._ctx: PriorityContext | None = None
         self._ctx_at = (0.0, -1)
         self._shown_running: tuple[int, tuple[RunningJob, ...]] = (-1, ())
+        self.history_interval_s = history_interval_s
+        self._shown_history = History()
+        self._history_at = -INF
         for idx, job in enumerate(jobs):
             demand = demand_for(job, self.pools)
             if demand is None:
@@ -383,8 +396,9 @@ class SlurmRun:
 
     # --- what the daemon reads ----------------------------------------------------------------------
     def snapshot(self, now: float) -> ClusterSnapshot:
-        """As the Slurm adapter builds it: squeue's jobs (time limits, Slurm's current priorities, no true
-        runtimes), free capacity per node, and no history or origin (squeue and sinfo carry none)."""
+        """As the daemon builds it: squeue's jobs (time limits, Slurm's current priorities, no true
+        runtimes), free capacity per node, the accounting's history as last read (every
+        `history_interval_s`, as the daemon's engine reads sshare and sacct), and no origin."""
         pending = tuple(
             e.shown_at(self.priority(e, now))
             for e in sorted(self.queue, key=lambda e: (e.job.submit, e.job.id))
@@ -393,6 +407,9 @@ class SlurmRun:
             shown = (RunningJob(e.shown, e.start, e.alloc) for e in self.running.values())
             self._shown_running = (self._version, tuple(sorted(shown, key=lambda r: (r.start, r.job.id))))
         running = self._shown_running[1]
+        if self.history_interval_s and now - self._history_at >= self.history_interval_s:
+            self._shown_history = self.history.view(now, self.running.values())
+            self._history_at = now
         return ClusterSnapshot(
             now=now,
             cluster=self.cluster,
@@ -401,6 +418,7 @@ class SlurmRun:
             free_mem_mb=tuple(self.free.mem),
             pending=pending,
             running=running,
+            history=self._shown_history,
         )
 
     def waited(self, now: float, weight: Callable[[Job], float]) -> float:

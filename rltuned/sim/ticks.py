@@ -30,6 +30,8 @@ class TickSettings:
     """The daemon's `daemon.interval_s`."""
     core: CoreSettings = field(default_factory=CoreSettings)
     slurm: SlurmParams = field(default_factory=SlurmParams)
+    history_interval_s: float = 300.0
+    """The daemon's `slurm.history_interval_s`: how often its snapshot's history is refreshed."""
 
 
 class Unpinned(Mapping[int, Pins]):
@@ -60,7 +62,9 @@ class TickEpisode:
             raise UsageError(f"base policy {settings.base!r} cannot run in the daemon's loop: {unreadable}")
         self.settings = settings
         self.base = make_policy(settings.base)
-        self.run = SlurmRun(cluster, jobs, warmup, settings.slurm, settings.interval_s)
+        self.run = SlurmRun(
+            cluster, jobs, warmup, settings.slurm, settings.interval_s, settings.history_interval_s
+        )
         self.written = Written()
         self.guarded: set[int] = set()
         """Jobs the starvation guard put first at some tick (the evaluation reports how many)."""

@@ -32,6 +32,15 @@ class SlurmRead:
     durations: Mapping[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class HistoryRead:
+    """One read of Slurm's accounting: `sshare` and `sacct` text (`slurm/history.py` parses them)."""
+
+    sshare: str
+    sacct: str
+    durations: Mapping[str, float] = field(default_factory=dict)
+
+
 class Outcome(StrEnum):
     """How one `scontrol update` (or hold/release) ended."""
 
@@ -61,6 +70,11 @@ class SlurmAdapter(Protocol):
     def name(self) -> str: ...
 
     def read(self) -> SlurmRead: ...
+
+    def read_history(self, since: float) -> HistoryRead:
+        """Fair-share usage and the jobs finished since `since` (epoch seconds); `SlurmError` when the
+        accounting cannot be read (no slurmdbd, a timeout, a backend that cannot)."""
+        ...
 
     def update_job(self, job_id: int, fields: Mapping[str, str]) -> UpdateResult:
         """`scontrol update jobid=N key=value ...`, in the given order."""

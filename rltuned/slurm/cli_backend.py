@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rltuned.errors import SlurmError
-from rltuned.slurm.adapter import Outcome, SlurmRead, UpdateResult
+from rltuned.slurm.adapter import HistoryRead, Outcome, SlurmRead, UpdateResult
 
 _GONE = (
     "invalid job id",
@@ -81,6 +81,14 @@ class CliAdapter:
                     scontrol = self._run(["scontrol", "show", "node", "-d", "-o"], durations)
                 return SlurmRead(squeue, sinfo, now, "json", scontrol, durations)
         return self._read_text(now, durations)
+
+    def read_history(self, since: float) -> HistoryRead:
+        from rltuned.slurm.history import SSHARE_ARGV, sacct_argv
+
+        durations: dict[str, float] = {}
+        sshare = self._run(list(SSHARE_ARGV), durations)
+        sacct = self._run(list(sacct_argv(since)), durations)
+        return HistoryRead(sshare, sacct, durations)
 
     def _read_text(self, now: float, durations: dict[str, float]) -> SlurmRead:
         from rltuned.slurm import text

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rltuned.errors import SlurmError
-from rltuned.slurm.adapter import Outcome, SlurmRead, UpdateResult
+from rltuned.slurm.adapter import HistoryRead, Outcome, SlurmRead, UpdateResult
 from rltuned.slurm.cli_backend import classify
 from rltuned.slurm.pyslurm_map import sinfo_document_from_pyslurm, squeue_document_from_pyslurm
 
@@ -70,6 +70,11 @@ class PyslurmAdapter:
     def __init__(self, user_names: Callable[[int], str] | None = None) -> None:
         self._pyslurm: Any = _load()
         self._user_names = user_names
+
+    def read_history(self, since: float) -> HistoryRead:
+        raise SlurmError(
+            "the pyslurm backend does not read accounting; slurm.backend = cli reads sshare/sacct"
+        )
 
     def read(self) -> SlurmRead:
         now = time.time()

@@ -2,8 +2,9 @@
 simulator's tick decide exactly alike: the same ranking, placements and `scontrol update`s.
 
 The state comes from the simulator's own tick loop, after a random number of ticks under the daemon (so
-priorities and the ledger carry earlier writes); it is rendered as `squeue --json` / `sinfo --json` and
-read by the engine through the adapter. The model is a real TorchScript file with random weights.
+priorities and the ledger carry earlier writes); it is rendered as `squeue --json` / `sinfo --json`, and
+its history as `sshare` / `sacct` text, and read by the engine through the adapter. The model is a real
+TorchScript file with random weights.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from rltuned.sim.slurm import SlurmParams
 from rltuned.sim.ticks import TickEpisode, TickSettings
 from tests.builders import cluster
 from tests.daemon.fakes import FakeAdapter
-from tests.slurm.render import render
+from tests.slurm.render import render, render_history
 
 SPEC = cluster(("P100", 4, 2), ("K80", 2, 2), ("M40", 1, 1))
 
@@ -75,7 +76,7 @@ def workload(seed: int) -> list[Job]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     seed=st.integers(0, 10_000),
-    base=st.sampled_from(["fcfs", "sjf", "wfp3", "unicep"]),
+    base=st.sampled_from(["fcfs", "sjf", "wfp3", "unicep", "saf", "multifactor", "qssf"]),
     lever=st.sampled_from(["priority", "site_factor"]),
     placing=st.booleans(),
     ticks=st.integers(0, 12),
@@ -93,15 +94,35 @@ def test_the_engine_and_the_simulators_tick_decide_alike(
         if sim.snapshot is None:
             break
         sim.apply(sim.decide(model))
-    if sim.snapshot is None:
-        return
-    expected = sim.decide(model)
+    if sim.snapshot is not None:
+        assert_alike(sim, config, model)
 
+
+@pytest.mark.parametrize("base", ["multifactor", "qssf"])
+def test_the_bases_that_read_the_accounting_decide_alike_once_it_has_history(
+    model: LoadedModel, base: str
+) -> None:
+    config = Settings(policy={"base": base})
+    sim = TickEpisode(SPEC, workload(7), 0, TickSettings(base, 60.0, config.core(), SlurmParams()))
+    while sim.snapshot is not None and not (
+        sim.snapshot.history.usage
+        and sim.snapshot.history.mean_runtime_by_user
+        and len(sim.snapshot.pending) > 3
+    ):
+        sim.apply(sim.decide(model))
+    assert sim.snapshot is not None, "the workload should leave a queue once jobs have finished"
+    assert_alike(sim, config, model)
+
+
+def assert_alike(sim: TickEpisode, config: Settings, model: LoadedModel) -> None:
+    assert sim.snapshot is not None
+    expected = sim.decide(model)
     squeue, sinfo = (json.loads(doc) if isinstance(doc, str) else doc for doc in render(sim.snapshot))
     ledger = Ledger(None)
     for job_id, change in sim.written.items():
         ledger.record(job_id, **asdict(change))
-    engine = Engine(config, FakeAdapter(squeue, sinfo, sim.snapshot.now), model, ledger)
+    adapter = FakeAdapter(squeue, sinfo, sim.snapshot.now, history=render_history(sim.snapshot.history))
+    engine = Engine(config, adapter, model, ledger)
     got = engine.decide(engine.read())
 
     assert [j.id for j in got.ranking.order] == [j.id for j in expected.ranking.order]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rltuned.errors import SlurmError
-from rltuned.slurm.adapter import Outcome, SlurmRead, UpdateResult
+from rltuned.slurm.adapter import HistoryRead, Outcome, SlurmRead, UpdateResult
 from tests.slurm import samples
 
 
@@ -26,11 +26,22 @@ class FakeAdapter:
     states: dict[int, str] = field(default_factory=dict)
     writes: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     name: str = "fake"
+    history: HistoryRead = field(
+        default_factory=lambda: HistoryRead("Account|User|GrpTRESRaw\n", "User|Account|ElapsedRaw|State\n")
+    )
+    fail_history: str | None = None
+    history_asked: list[float] = field(default_factory=list)
 
     def read(self) -> SlurmRead:
         if self.fail_read:
             raise SlurmError(self.fail_read)
         return SlurmRead(copy.deepcopy(self.squeue), copy.deepcopy(self.sinfo), self.now, "json")
+
+    def read_history(self, since: float) -> HistoryRead:
+        self.history_asked.append(since)
+        if self.fail_history:
+            raise SlurmError(self.fail_history)
+        return self.history
 
     def update_job(self, job_id: int, fields: Mapping[str, str]) -> UpdateResult:
         result = self.answer(job_id, fields)

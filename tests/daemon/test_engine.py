@@ -18,6 +18,7 @@ from rltuned.daemon.ledger import Ledger
 from rltuned.slurm.adapter import Outcome, UpdateResult
 from rltuned.slurm.hostlist import expand
 from tests.daemon.fakes import FakeAdapter
+from tests.slurm import samples
 
 MANAGED = {5, 6, 9, 11, 12, 13}  # the recorded lab's pending GPU jobs
 
@@ -303,3 +304,28 @@ def test_nothing_is_written_that_the_ledger_could_not_record_and_the_tick_goes_o
     assert report.result == "ok" and not adapter.writes  # reset could not undo them: none are sent
     assert report.applied == {"skipped:ledger": len(MANAGED)}
     assert eng.metrics.fallbacks.labels("ledger_unsaved")._value.get() >= 1
+
+
+def test_history_is_read_for_a_base_that_needs_it_on_its_interval_and_kept_when_a_read_fails(
+    tmp_path: Path,
+) -> None:
+    from rltuned.slurm.adapter import HistoryRead
+
+    sshare = "Account|User|GrpTRESRaw\na||gres/gpu=2\na|u|gres/gpu=2\n"
+    adapter = FakeAdapter(history=HistoryRead(sshare, "User|Account|ElapsedRaw|State\nu|a|60|COMPLETED\n"))
+    eng = engine(adapter, tmp_path, policy={"base": "multifactor"}, slurm={"history_lookback_days": 1.0})
+    assert eng.read().snapshot.history.usage == {"a": 120.0}
+    assert adapter.history_asked == [samples.NOW - 86400.0]
+    eng.read()
+    assert len(adapter.history_asked) == 1  # not again within history_interval_s
+    eng.history_at -= 301.0
+    adapter.fail_history = "sshare: Problem talking to the database"
+    assert eng.read().snapshot.history.usage == {"a": 120.0}  # the last history stays
+    assert eng.metrics.fallbacks.labels("history")._value.get() == 1
+
+
+def test_history_is_not_read_for_a_base_that_does_not_need_it(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    eng = engine(adapter, tmp_path, policy={"base": "sjf"})
+    eng.read()
+    assert adapter.history_asked == []

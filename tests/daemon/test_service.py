@@ -168,14 +168,14 @@ def test_sighup_refuses_a_model_that_does_not_match_the_reloaded_base(tmp_path: 
 
 
 def test_a_base_whose_inputs_slurm_does_not_give_is_refused_at_start_and_on_reload(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"policy\.base: 'multifactor' .*sshare"):
-        service(tmp_path, policy={"base": "multifactor"})
+    with pytest.raises(ConfigError, match=r"policy\.base: 'f1' .*origin"):
+        service(tmp_path, policy={"base": "f1"})
     config = tmp_path / "rltuned.toml"
     config.write_text(f'[daemon]\nstate_dir = "{tmp_path / "state"}"\n[metrics]\nenabled = false\n')
     svc = Service(config_mod.load(config), config)
-    config.write_text('[policy]\nbase = "qssf"\n[metrics]\nenabled = false\n')
+    config.write_text('[policy]\nbase = "f2"\n[metrics]\nenabled = false\n')
     reply = svc.reload()
-    assert reply["ok"] is False and "policy.base: 'qssf'" in reply["error"] and "sacct" in reply["error"]
+    assert reply["ok"] is False and "policy.base: 'f2'" in reply["error"] and "origin" in reply["error"]
     assert svc.settings.policy.base == "fcfs"  # an invalid file changes nothing
 
 

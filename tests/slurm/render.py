@@ -24,7 +24,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rltuned.domain import ClusterSnapshot, Job, Node, RunningJob
+from rltuned.domain import ClusterSnapshot, History, Job, Node, RunningJob
+from rltuned.slurm.adapter import HistoryRead
 from rltuned.slurm.hostlist import compress
 from rltuned.slurm.parse import UNTYPED_GPU
 
@@ -196,3 +197,16 @@ def _indices(first: int, count: int) -> str:
     if count == 0:
         return "IDX:N/A"
     return f"IDX:{first}" if count == 1 else f"IDX:{first}-{first + count - 1}"
+
+
+def render_history(history: History) -> HistoryRead:
+    """`sshare -P` and `sacct -P` text that `slurm/history.py` reads back as `history` (one sacct row per
+    user with its mean runtime and no account, one per account with no user)."""
+    sshare = ["Account|User|GrpTRESRaw", "root||cpu=0,gres/gpu=0"]
+    for account, usage in history.usage.items():
+        sshare.append(f"{account}||cpu=0,gres/gpu={usage / 60.0!r}")
+        sshare.append(f"{account}|someone|cpu=0,gres/gpu=0")
+    sacct = ["User|Account|ElapsedRaw|State"]
+    sacct += [f"{user}||{mean!r}|COMPLETED" for user, mean in history.mean_runtime_by_user.items()]
+    sacct += [f"|{account}|{mean!r}|COMPLETED" for account, mean in history.mean_runtime_by_account.items()]
+    return HistoryRead("\n".join(sshare) + "\n", "\n".join(sacct) + "\n")

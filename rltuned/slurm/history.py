@@ -1,0 +1,114 @@
+"""The past as Slurm's accounting keeps it, into the `History` the simulator keeps: fair-share usage from
+`sshare`, past runtimes from `sacct`.
+
+- **Usage** is decayed GPU-seconds per account, as `sim/history.py` counts it: sshare's `GrpTRESRaw`
+  holds each association's decayed TRES usage in TRES-minutes (`gres/gpu=N` needs
+  `AccountingStorageTRES=gres/gpu`), times 60. Only accounts that hold users' jobs and have used GPUs
+  count (the tree's root and parent accounts sum their children, and an account with no usage is one
+  the simulator has never seen): multifactor's fair-share divides by their number.
+- **Runtimes** are the mean elapsed seconds of the finished jobs per user and per account over the
+  look-back window (`sacct -X`, jobs that ran).
+
+Both parsers are pure and strict about shape: a header without the columns asked for is a
+`SlurmError`, so the daemon counts it and keeps the history it had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from rltuned.domain import History
+from rltuned.errors import SlurmError
+
+SSHARE_ARGV = ("sshare", "-a", "-P", "-o", "Account,User,GrpTRESRaw")
+SACCT_FIELDS = "User,Account,ElapsedRaw,State"
+SACCT_STATES = "CD,F,TO,CA,OOM,NF,PR"
+"""Finished jobs of every kind that may have run; jobs that never started have ElapsedRaw 0 and are
+left out."""
+TRES_MINUTES = 60.0
+
+
+def sacct_argv(since: float) -> tuple[str, ...]:
+    """Finished jobs (allocations only) that ended since `since` (epoch seconds), all users."""
+    import time
+
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
+    return ("sacct", "-a", "-X", "-P", "-S", start, "-E", "now", "-s", SACCT_STATES, "-o", SACCT_FIELDS)
+
+
+def usage_from_sshare(text: str) -> dict[str, float]:
+    rows = _table(text, ("Account", "User", "GrpTRESRaw"), "sshare")
+    with_users = {r["Account"] for r in rows if r["User"]}
+    usage: dict[str, float] = {}
+    for r in rows:
+        account = r["Account"]
+        if r["User"] or account not in with_users or account == "root":
+            continue
+        gpu_minutes = _tres(r["GrpTRESRaw"]).get("gres/gpu", 0.0)
+        if gpu_minutes > 0:
+            usage[account] = gpu_minutes * TRES_MINUTES
+    return usage
+
+
+def runtimes_from_sacct(text: str) -> tuple[dict[str, float], dict[str, float]]:
+    """(mean runtime per user, per account) in seconds."""
+    rows = _table(text, ("User", "Account", "ElapsedRaw"), "sacct")
+    per_user: dict[str, list[float]] = {}
+    per_account: dict[str, list[float]] = {}
+    for r in rows:
+        try:
+            elapsed = float(r["ElapsedRaw"])
+        except ValueError:
+            raise SlurmError(f"sacct: ElapsedRaw {r['ElapsedRaw']!r} is not a number") from None
+        if elapsed <= 0:
+            continue
+        if r["User"]:
+            per_user.setdefault(r["User"], []).append(elapsed)
+        if r["Account"]:
+            per_account.setdefault(r["Account"], []).append(elapsed)
+    return _means(per_user), _means(per_account)
+
+
+def history_from_slurm(sshare_text: str, sacct_text: str) -> History:
+    by_user, by_account = runtimes_from_sacct(sacct_text)
+    return History(
+        usage=MappingProxyType(usage_from_sshare(sshare_text)),
+        mean_runtime_by_user=MappingProxyType(by_user),
+        mean_runtime_by_account=MappingProxyType(by_account),
+    )
+
+
+def _means(values: Mapping[str, list[float]]) -> dict[str, float]:
+    return {k: sum(v) / len(v) for k, v in values.items()}
+
+
+def _tres(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in filter(None, text.strip().split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SlurmError(f"sshare: GrpTRESRaw item {item!r} is not name=value")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise SlurmError(f"sshare: GrpTRESRaw {key}={value!r} is not a number") from None
+    return out
+
+
+def _table(text: str, columns: tuple[str, ...], what: str) -> list[dict[str, str]]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise SlurmError(f"{what}: no output, expected a header line")
+    header = lines[0].split("|")
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise SlurmError(f"{what}: expected columns {', '.join(columns)}, missing {', '.join(missing)}")
+    index = {c: header.index(c) for c in columns}
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        cells = line.split("|")
+        if len(cells) != len(header):
+            raise SlurmError(f"{what}: line {number} has {len(cells)} fields, expected {len(header)}")
+        rows.append({c: cells[i].strip() for c, i in index.items()})
+    return rows
