@@ -62,9 +62,11 @@ def replay(
     from rltuned.rl.export import load_model
     from rltuned.sim.ticks import TickSettings, run_ticks
 
+    a = daemon.apply
     settings = TickSettings(
-        daemon.policy.base, daemon.daemon.interval_s, daemon.core(), params, daemon.slurm.history_interval_s
-    )
+        daemon.policy.base, daemon.daemon.interval_s, daemon.core(), params,
+        daemon.slurm.history_interval_s, a.writes_per_s, a.write_burst,
+    )  # fmt: skip
     model = load_model(daemon.policy.model) if daemon.policy.model is not None else None
     return run_ticks(cluster, jobs, 0, settings, model)
 

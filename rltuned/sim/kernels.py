@@ -33,7 +33,7 @@ def earliest_on_one_node(
     mem: int,
 ) -> tuple[int, int, int]:
     """The first row k in [first, last) from which one of `nodes` holds (gpus, cpus, mem) in every row
-    until the job's end on the grid, and on it `place`'s pack choice: the node with the fewest GPUs
+    until the job's end (start + limit), and on it `place`'s pack choice: the node with the fewest GPUs
     left over on the span's least free capacity, ties to the earlier node. Returns (k, position in
     `nodes`, GPUs left over), or (-1, -1, -1).
 
@@ -43,8 +43,7 @@ def earliest_on_one_node(
     count = nodes.shape[0]
     lacking = np.full(count, -1, dtype=np.int64)
     for k in range(first, last):
-        end = np.ceil((times[k] + limit) / resolution - 1e-9) * resolution
-        stop = np.searchsorted(times, end)  # the span is rows [k, stop)
+        stop = np.searchsorted(times, times[k] + limit)  # the span is rows [k, stop)
         stop = max(stop, k + 1)
         best, best_left = -1, 0
         for i in range(count):
@@ -81,7 +80,7 @@ def earliest_on_nodes(
     mem_per_gpu: float,
 ) -> int:
     """The first row k in [first, last) from which `nodes` together hold `gpus` GPUs (with their CPU and
-    memory shares) in every row until the job's end on the grid, counted as `place` counts a node's
+    memory shares) in every row until the job's end, counted as `place` counts a node's
     usable GPUs on the span's least free capacity; -1 if none. The placement itself is left to `place`.
     A row whose own capacity cannot hold the job is passed over without reading its span."""
     rows = times.shape[0]
@@ -91,8 +90,7 @@ def earliest_on_nodes(
             total += _usable(cap[k, 0, n], cap[k, 1, n], cap[k, 2, n], cpu_per_gpu, mem_per_gpu)
         if total < gpus:
             continue
-        end = np.ceil((times[k] + limit) / resolution - 1e-9) * resolution
-        stop = min(max(np.searchsorted(times, end), k + 1), rows)
+        stop = min(max(np.searchsorted(times, times[k] + limit), k + 1), rows)
         total = 0
         for n in nodes:
             g, c, m = cap[k, 0, n], cap[k, 1, n], cap[k, 2, n]
@@ -265,6 +263,14 @@ def grid(t: float, resolution: float) -> float:
 
 
 @njit(cache=True)
+def record(start: float, end: float, now: float, resolution: float) -> tuple[float, float]:
+    """The interval sched/backfill records for a job planned to start later: its start and end rounded
+    down to `bf_resolution` (`start_time / backfill_resolution * backfill_resolution` in backfill.c), not
+    before now; empty (end <= start) when the rounding leaves nothing."""
+    return max(np.floor(start / resolution) * resolution, now), np.floor(end / resolution) * resolution
+
+
+@njit(cache=True)
 def earliest_start(
     times: npt.NDArray[np.float64],
     cap: npt.NDArray[np.int64],
@@ -285,7 +291,7 @@ def earliest_start(
     """The first profile row starting in [not_before, horizon] from which the job fits until its time
     limit, and `place(..., "pack")`'s allocation on the least free capacity over that span (with
     `select=CONS_TRES`, a job on one node gets cons_tres's node among those that hold it over the span,
-    by their free CPUs in that row). Returns (row, end on the grid, slice count written to `out`), or
+    by their free CPUs in that row). Returns (row, end (start + limit), slice count written to `out`), or
     (-1, 0, 0).
 
     `place` prefers one node to several, then the fewest GPUs left over, then the pool listed first.
@@ -312,7 +318,7 @@ def earliest_start(
             if row >= 0 and (multi < 0 or row < multi):
                 multi = row
     if multi >= 0 and (s_row < 0 or multi < s_row):
-        end = grid(times[multi] + limit, resolution)
+        end = times[multi] + limit
         j = max(int(np.searchsorted(times, end, side="left")), multi + 1)
         low = cap[multi]
         for r in range(multi + 1, j):
@@ -341,7 +347,7 @@ def earliest_start(
         )
     out[0, 0], out[0, 1] = s_node, gpus
     out[0, 2], out[0, 3] = _slice_size(gpus, dem_cpg[s_k]), _slice_size(gpus, dem_mpg[s_k])
-    return s_row, grid(times[s_row] + limit, resolution), 1
+    return s_row, times[s_row] + limit, 1
 
 
 @njit(cache=True)
@@ -362,8 +368,7 @@ def _cons_tres_node(
     """(node, demand entry) cons_tres picks at row k among the nodes of single-node pools that hold the
     job in every row of its span: those are the nodes sched/backfill leaves the job (`_start_job`
     excludes the rest), and `select_nodes` then picks by the usual rule."""
-    end = np.ceil((times[k] + limit) / resolution - 1e-9) * resolution
-    stop = max(int(np.searchsorted(times, end)), k + 1)
+    stop = max(int(np.searchsorted(times, times[k] + limit)), k + 1)
     candidate = np.zeros(cap.shape[2], dtype=np.bool_)
     entry = np.full(cap.shape[2], -1, dtype=np.int64)
     for e in range(dem_pool.shape[0]):
@@ -464,7 +469,12 @@ def backfill_pass(
             continue
         at = times[row]
         found_at[j] = at
-        size = reserve(times, cap, size, at, end, slices[j, :count], whole_nodes and at > now)
+        if at > now:  # planned: recorded on the resolution grid, whole nodes if so modelled
+            rs, re = record(at, end, now, resolution)
+            if re > rs:
+                size = reserve(times, cap, size, rs, re, slices[j, :count], whole_nodes)
+        else:  # it starts now: a real allocation until its limit
+            size = reserve(times, cap, size, at, end, slices[j, :count])
         if at == now:
             started[j] = count
     return started, size

@@ -11,9 +11,11 @@ models them with the `slurm.conf` parameters that change the outcome (docs/simul
   jobs in priority order until the first that does not fit; it stops there (one partition).
 - **sched/backfill** (`bf_interval`) walks the queue in priority order, testing at most
   `bf_max_job_test` jobs. For each it finds the earliest start in an availability profile built from
-  the running jobs' time limits (times rounded up to `bf_resolution`) and the reservations made so far
-  in the pass; a job that can start now without delaying any of them starts, any other job whose start
-  lies within `bf_window` is reserved there. Every tested job is planned, not only the first blocked one.
+  the running jobs' time limits (their end times as they are, as will_run reads them) and the
+  reservations made so far in the pass; a job that can start now without delaying any of them starts,
+  any other job whose start lies within `bf_window` is reserved there, on whole nodes, for its start
+  and end rounded down to `bf_resolution` (as backfill.c records them). Every tested job is planned,
+  not only the first blocked one.
 
 The daemon's tick (`loop` yields a snapshot every `interval_s`) and the schedulers run on their own
 grids; the scheduler passes take no simulated time (so `bf_continue` changes nothing here).
@@ -44,7 +46,7 @@ from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
-from rltuned.sim.kernels import CONS_TRES, PACK, backfill_pass, earliest_start, grid, reserve
+from rltuned.sim.kernels import CONS_TRES, PACK, backfill_pass, earliest_start, grid, record, reserve
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
 from rltuned.slurm.parse import natural_key
@@ -498,7 +500,7 @@ class Profile:
     """Free capacity per node over time, as sched/backfill plans it: `cap[k]` holds the free GPUs, CPUs
     and memory of every node during [times[k], times[k+1]), the first interval starting now. Running jobs
     (`released`: per slice, its job's time-limit end and (node, GPUs, CPUs, memory)) give their resources
-    back at their time limit on the `bf_resolution` grid (a job past its limit, at the next grid point);
+    back at their time limit (a job past its limit, at the next `bf_resolution` grid point);
     reservations take them for their duration. The searches and reservations are
     compiled (`sim/kernels.py`); a whole pass runs there (`plan`)."""
 
@@ -521,7 +523,7 @@ class Profile:
         self.pools = pools
         self.arrays = arrays
         ends, slices = released
-        at = np.ceil(ends / resolution_s - 1e-9) * resolution_s  # `grid`, for every slice at once
+        at = ends.copy()  # will_run reads the running jobs' end times as they are
         at[at <= now] = self.grid(now + resolution_s / 2)  # past its limit, still running: the next point
         times = np.unique(at)
         # Rows live in arrays with room to spare (a reservation adds up to two): `size` are in use.
@@ -557,9 +559,15 @@ class Profile:
             self._cap = np.concatenate((self._cap, np.zeros((grow, *self._cap.shape[1:]), dtype=np.int64)))
 
     def reserve(self, alloc: Allocation, start: float, end: float) -> None:
-        """As a pass reserves: whole nodes for a later start when the profile plans so, else the slices."""
+        """As a pass reserves: a job that starts now holds its slices until its limit; a later start is
+        recorded on the resolution grid (`record`), on whole nodes when the profile plans so."""
         self._room(2)
-        whole = self.whole_nodes and start > self.now
+        whole = False
+        if start > self.now:
+            start, end = record(start, end, self.now, self.resolution)
+            if end <= start:
+                return
+            whole = self.whole_nodes
         self.size = reserve(self._t, self._cap, self.size, start, end, slice_rows(alloc), whole)
 
     def earliest(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from rltuned.core import CoreSettings, Decision, Written, decide
 from rltuned.core.inputs import unreadable_inputs
 from rltuned.core.plan import Pins
+from rltuned.daemon.pacing import Pacer
 from rltuned.domain import ClusterSnapshot, ClusterSpec, Job
 from rltuned.errors import UsageError
 from rltuned.policies import make_policy
@@ -32,6 +33,11 @@ class TickSettings:
     slurm: SlurmParams = field(default_factory=SlurmParams)
     history_interval_s: float = 300.0
     """The daemon's `slurm.history_interval_s`: how often its snapshot's history is refreshed."""
+    writes_per_s: float = 0.0
+    """The daemon's `apply.writes_per_s` (0: every write of a plan lands, as training has assumed so far):
+    writes a tick cannot send within half its interval wait for the next tick's plan, as in the engine."""
+    write_burst: int = 20
+    """The daemon's `apply.write_burst`."""
 
 
 class Unpinned(Mapping[int, Pins]):
@@ -70,6 +76,11 @@ class TickEpisode:
         """Jobs the starvation guard put first at some tick (the evaluation reports how many)."""
         self.snapshot: ClusterSnapshot | None = None
         self.result: SimResult | None = None
+        self.pacer: Pacer | None = None
+        if settings.writes_per_s > 0:  # the engine's token bucket on the simulated clock; a wait is free
+            self.pacer = Pacer(
+                settings.writes_per_s, settings.write_burst, clock=self._now, sleep=lambda s: None
+            )
         self._loop = self.run.loop()
         self._advance(None)
 
@@ -87,11 +98,22 @@ class TickEpisode:
         """Every write is accepted: the plan's jobs are all pending at the tick that planned them."""
         if self.snapshot is None:
             raise RuntimeError("the episode is over")
+        if self.pacer is not None:
+            deadline = self.snapshot.now + self.settings.interval_s / 2  # as `Engine.apply`
+            sent = []
+            for action in decision.plan.actions:
+                if not self.pacer.take(deadline):
+                    break
+                sent.append(action)
+            decision = replace(decision, plan=replace(decision.plan, actions=tuple(sent)))
         for action in decision.plan.actions:
             self.written.record_applied(action)
         decision.commit(self.written)
         self.guarded |= set(decision.ranking.guarded)
         self._advance(decision)
+
+    def _now(self) -> float:
+        return self.snapshot.now if self.snapshot is not None else 0.0
 
     def _advance(self, decision: Decision | None) -> None:
         try:

@@ -77,3 +77,21 @@ def test_reversed_rankings_change_the_schedule() -> None:
 def test_the_loop_refuses_a_base_the_daemon_cannot_serve(base: str) -> None:
     with pytest.raises(UsageError, match=base):
         run_ticks(CLUSTER, philly(50), 0, TickSettings(base=base))
+
+
+def test_the_simulated_daemon_sends_only_what_its_pacing_allows_in_a_tick() -> None:
+    """As `Engine.apply`: a burst, then `writes_per_s` until half the interval; the rest waits for the
+    next tick's plan (which plans them again)."""
+    from rltuned.sim.ticks import TickEpisode
+
+    small = load_cluster("paper-testbed")  # 13 GPUs: Philly's arrivals queue up
+    paced = TickEpisode(small, philly(300), 0, TickSettings(base="sjf", writes_per_s=0.1, write_burst=3))
+    sent = []
+    while paced.snapshot is not None:
+        decision = paced.decide(None)
+        before = dict(paced.written.items())
+        paced.apply(decision)
+        changed = sum(1 for j, c in paced.written.items() if before.get(j) != c)
+        sent.append((len(decision.plan.actions), changed))
+    assert max(planned for planned, _ in sent) > 6  # ticks planned more than the pacing lets through
+    assert max(changed for _, changed in sent) == 6  # a burst of 3, then 0.1/s for 30 s

@@ -38,7 +38,7 @@ def plainly(profile: Profile, demand: Demand, limit: float, horizon: float, not_
             continue
         if t > horizon:
             return None
-        end = profile.grid(t + limit)
+        end = t + limit
         j = max(bisect.bisect_left(times, end), k + 1)
         low = cap[k:j].min(axis=0)
         alloc = place(
