@@ -83,8 +83,8 @@ def _add_fidelity(sub: argparse._SubParsersAction[_Parser]) -> None:
         "fidelity",
         help="replay a finished Slurm workload in the simulator and compare it with what Slurm did",
         description="Replays the jobs of `sacct -P` output (JobID, User, Account, Partition, Submit, Start, "
-        "End, NodeList, Timelimit, AllocTRES, State) with their submit times, limits and real runtimes "
-        "in the simulator's Slurm, and compares starts and nodes job by job (docs/fidelity.md).",
+        "End, NodeList, Timelimit, AllocTRES, ReqTRES, State) with their submit times, limits and real "
+        "runtimes in the simulator's Slurm, and compares starts and nodes job by job (docs/fidelity.md).",
     )
     mode = fi.add_mutually_exclusive_group(required=True)
     mode.add_argument(

@@ -27,7 +27,7 @@ from pathlib import Path
 from rltuned.domain import Job
 from rltuned.errors import SlurmError, UsageError
 
-SACCT_FIELDS = "JobID,User,Account,Partition,Submit,Start,End,NodeList,Timelimit,AllocTRES,State"
+SACCT_FIELDS = "JobID,User,Account,Partition,Submit,Start,End,NodeList,Timelimit,AllocTRES,ReqTRES,State"
 FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
 COMMAND_TIMEOUT_S = 30.0
 

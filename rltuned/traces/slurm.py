@@ -10,9 +10,11 @@ are optional. Job steps (a '.' in JobID) are filtered as `job_step`, so `-X` is 
 The jobcomp log has one `Key=Value` record per line (JobId, UserId=name(uid), JobState, Partition,
 TimeLimit, StartTime, EndTime, SubmitTime, Tres, Account, QOS, ...); logs of Slurm versions without
 SubmitTime use EligibleTime. GPUs come from the TRES string (`gres/gpu=2`, or `gres/gpu:a100=2`, which
-also names the GPU type); jobs without a GPU TRES are filtered as `cpu_only`. Times are the cluster's
-wall clock, read as UTC. The requested time limit becomes `time_limit`, and the TRES's `node=` the node
-count the job held (`nodes`: a 4-GPU job on one node could not have run on two 2-GPU nodes).
+also names the GPU type; the type comes from ReqTRES when the file has it, as AllocTRES names the
+model a job got, not the one it asked for); jobs without a GPU TRES are filtered as `cpu_only`. Times
+are the cluster's wall clock, read as UTC. The requested time limit becomes `time_limit`, and the TRES's
+`node=` the node count the job held (`nodes`: a 4-GPU job on one node could not have run on two 2-GPU
+nodes).
 """
 
 from __future__ import annotations
@@ -147,6 +149,12 @@ def _sacct_job(row: dict[str, str], job_id: int) -> Parsed:
         return "job_step"
     tres_column = "AllocTRES" if row.get("AllocTRES") else "ReqTRES"  # never-started jobs have no AllocTRES
     tres = parse_tres(row.get(tres_column, ""), tres_column)
+    gpu_type = tres.gpu_type
+    if tres_column == "AllocTRES" and row.get("ReqTRES"):
+        # Where the site accounts typed GPUs, AllocTRES names the model the job got, not the one it asked
+        # for; a job that asked for any GPU must stay free to run on any.
+        asked = parse_tres(row["ReqTRES"], "ReqTRES")
+        gpu_type = asked.gpu_type if asked.gpus else gpu_type
     limit = time_limit(row.get("Timelimit", ""), "Timelimit")
     submit = timestamp(row["Submit"], "Submit")
     if tres.gpus == 0:
@@ -174,7 +182,7 @@ def _sacct_job(row: dict[str, str], job_id: int) -> Parsed:
         account=row.get("Account", ""),
         partition=row.get("Partition", ""),
         qos=row.get("QOS", ""),
-        gpu_type=tres.gpu_type,
+        gpu_type=gpu_type,
         cpus=tres.cpus,
         mem_mb=tres.mem_mb,
         nodes=tres.nodes,

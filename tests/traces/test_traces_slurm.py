@@ -130,6 +130,23 @@ def test_sacct_end_minus_start_without_elapsed(tmp_path: Path) -> None:
     assert (job.submit, job.runtime, job.gpus, job.user) == (utc("2024-01-01 00:00:00"), 3600.0, 1, "")
 
 
+def test_a_job_that_asked_for_any_gpu_keeps_no_type_though_alloctres_names_one(tmp_path: Path) -> None:
+    """With typed GPUs in AccountingStorageTRES, AllocTRES names the model a job got; the request
+    (ReqTRES) is what a scheduler replaying it must honour (issue 16: a replay pinned to the real
+    model scored 100% on GPU type by construction)."""
+    path = tmp_path / "sacct.txt"
+    head = "JobID|Submit|Start|End|AllocTRES|ReqTRES\n"
+    times = "2024-01-01T00:00:00|2024-01-01T00:01:00|2024-01-01T01:01:00"
+    path.write_text(
+        head
+        + f"1|{times}|cpu=1,gres/gpu:k80=1,gres/gpu=1,node=1|cpu=1,gres/gpu=1,node=1\n"
+        + f"2|{times}|cpu=1,gres/gpu:p100=2,gres/gpu=2,node=1|cpu=1,gres/gpu:p100=2,gres/gpu=2,node=1\n"
+    )
+    untyped, typed = load_trace(path).jobs
+    assert (untyped.gpus, untyped.gpu_type) == (1, None)
+    assert (typed.gpus, typed.gpu_type) == (2, "p100")
+
+
 def test_jobcomp_counts_and_values() -> None:
     trace = load_trace(FIXTURES / "slurm_jobcomp.log")
     assert (trace.report.rows, trace.report.loaded) == (5, 3)
