@@ -25,7 +25,6 @@ def earliest_on_one_node(
     cap: npt.NDArray[np.int64],
     first: int,
     last: int,
-    resolution: float,
     limit: float,
     nodes: npt.NDArray[np.int64],
     gpus: int,
@@ -72,7 +71,6 @@ def earliest_on_nodes(
     cap: npt.NDArray[np.int64],
     first: int,
     last: int,
-    resolution: float,
     limit: float,
     nodes: npt.NDArray[np.int64],
     gpus: int,
@@ -271,10 +269,33 @@ def record(start: float, end: float, now: float, resolution: float) -> tuple[flo
 
 
 @njit(cache=True)
+def hold(
+    times: npt.NDArray[np.float64],
+    cap: npt.NDArray[np.int64],
+    size: int,
+    now: float,
+    resolution: float,
+    start: float,
+    end: float,
+    slices: npt.NDArray[np.int64],
+    whole_nodes: bool,
+) -> int:
+    """What a backfill pass holds for a job it placed: one that starts now takes its slices until its
+    limit (a real allocation); one planned later is recorded on the resolution grid (`record`), on whole
+    nodes when `whole_nodes`, and not at all when the rounding leaves nothing. Returns the new row count;
+    the arrays need room for two more rows."""
+    if start <= now:
+        return reserve(times, cap, size, start, end, slices)
+    rs, re = record(start, end, now, resolution)
+    if re <= rs:
+        return size
+    return reserve(times, cap, size, rs, re, slices, whole_nodes)
+
+
+@njit(cache=True)
 def earliest_start(
     times: npt.NDArray[np.float64],
     cap: npt.NDArray[np.int64],
-    resolution: float,
     limit: float,
     horizon: float,
     not_before: float,
@@ -308,13 +329,11 @@ def earliest_start(
         nodes = pool_flat[pool_ptr[p] : pool_ptr[p + 1]]
         if gpus <= pool_gpus[p]:
             c, m = _slice_size(gpus, dem_cpg[k]), _slice_size(gpus, dem_mpg[k])
-            row, i, left = earliest_on_one_node(times, cap, first, last, resolution, limit, nodes, gpus, c, m)
+            row, i, left = earliest_on_one_node(times, cap, first, last, limit, nodes, gpus, c, m)
             if row >= 0 and (s_row < 0 or row < s_row or (row == s_row and left < s_left)):
                 s_row, s_left, s_k, s_node = row, left, k, nodes[i]
         else:
-            row = earliest_on_nodes(
-                times, cap, first, last, resolution, limit, nodes, gpus, dem_cpg[k], dem_mpg[k]
-            )
+            row = earliest_on_nodes(times, cap, first, last, limit, nodes, gpus, dem_cpg[k], dem_mpg[k])
             if row >= 0 and (multi < 0 or row < multi):
                 multi = row
     if multi >= 0 and (s_row < 0 or multi < s_row):
@@ -335,7 +354,6 @@ def earliest_start(
             times,
             cap,
             s_row,
-            resolution,
             limit,
             gpus,
             dem_pool,
@@ -355,7 +373,6 @@ def _cons_tres_node(
     times: npt.NDArray[np.float64],
     cap: npt.NDArray[np.int64],
     k: int,
-    resolution: float,
     limit: float,
     gpus: int,
     dem_pool: npt.NDArray[np.int64],
@@ -462,19 +479,14 @@ def backfill_pass(
             continue
         a, b = dem_ptr[j], dem_ptr[j + 1]
         row, end, count = earliest_start(
-            times[:size], cap[:size], resolution, limit, horizon, bound, g,
+            times[:size], cap[:size], limit, horizon, bound, g,
             dem_pool[a:b], dem_cpg[a:b], dem_mpg[a:b], pool_ptr, pool_flat, pool_gpus, slices[j], select,
         )  # fmt: skip
         if row < 0:
             continue
         at = times[row]
         found_at[j] = at
-        if at > now:  # planned: recorded on the resolution grid, whole nodes if so modelled
-            rs, re = record(at, end, now, resolution)
-            if re > rs:
-                size = reserve(times, cap, size, rs, re, slices[j, :count], whole_nodes)
-        else:  # it starts now: a real allocation until its limit
-            size = reserve(times, cap, size, at, end, slices[j, :count])
+        size = hold(times, cap, size, now, resolution, at, end, slices[j, :count], whole_nodes)
         if at == now:
             started[j] = count
     return started, size

@@ -46,7 +46,7 @@ from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
-from rltuned.sim.kernels import CONS_TRES, PACK, backfill_pass, earliest_start, grid, record, reserve
+from rltuned.sim.kernels import CONS_TRES, PACK, backfill_pass, earliest_start, grid, hold
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
 from rltuned.slurm.parse import natural_key
@@ -562,24 +562,21 @@ class Profile:
         """As a pass reserves: a job that starts now holds its slices until its limit; a later start is
         recorded on the resolution grid (`record`), on whole nodes when the profile plans so."""
         self._room(2)
-        whole = False
-        if start > self.now:
-            start, end = record(start, end, self.now, self.resolution)
-            if end <= start:
-                return
-            whole = self.whole_nodes
-        self.size = reserve(self._t, self._cap, self.size, start, end, slice_rows(alloc), whole)
+        self.size = hold(
+            self._t, self._cap, self.size, self.now, self.resolution, start, end, slice_rows(alloc),
+            self.whole_nodes,
+        )  # fmt: skip
 
     def earliest(
         self, demand: Demand, limit: float, horizon: float, not_before: float
     ) -> tuple[float, float, Allocation] | None:
         """The first row start in [not_before, horizon] from which the job fits until its time limit:
-        (start, end on the grid, allocation as `place(..., "pack")` picks it on the least free capacity
+        (start, end (start + limit), allocation as `place(..., "pack")` picks it on the least free capacity
         over that span)."""
         a = self.arrays
         out = np.zeros((a.widest, 4), dtype=np.int64)
         row, end, count = earliest_start(
-            self.times, self.cap, self.resolution, limit, horizon, not_before, demand.gpus,
+            self.times, self.cap, limit, horizon, not_before, demand.gpus,
             *packed(demand), a.ptr, a.flat, a.gpus, out, self.select,
         )  # fmt: skip
         if row < 0:
