@@ -16,7 +16,7 @@ from rltuned.slurm.hostlist import expand
 from rltuned.traces import load_trace
 from rltuned.traces.base import TraceReport, numbered_lines, open_text
 from rltuned.traces.fields import RowError, timestamp
-from rltuned.traces.slurm import looks_like_sacct
+from rltuned.traces.slurm import NO_TIME, looks_like_sacct
 
 NODELIST_EMPTY = frozenset({"", "None assigned", "(null)"})
 
@@ -67,7 +67,7 @@ def _where_it_ran(path: Path) -> dict[str, tuple[float, tuple[str, ...]]]:
                 continue  # the loader has already refused or counted it
             job_id = row[columns["JobID"]].strip()
             start = row[columns["Start"]].strip()
-            if "." in job_id or start in ("", "Unknown", "None", "N/A"):
+            if "." in job_id or start in NO_TIME:
                 continue
             nodelist = row[columns["NodeList"]].strip() if "NodeList" in columns else ""
             try:

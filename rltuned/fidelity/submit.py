@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import getpass
 import math
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -97,13 +96,13 @@ class Commands:
 
     @staticmethod
     def real(conf: Path | None = None) -> Commands:
-        """Slurm's commands, with `SLURM_CONF=conf` when given (else the caller's environment)."""
+        """Slurm's commands as the daemon runs them (`CliAdapter.run`), with `SLURM_CONF=conf` when given
+        (else the caller's environment)."""
         import os
 
-        env = dict(os.environ)
-        if conf is not None:
-            env["SLURM_CONF"] = str(conf)
-        return Commands(lambda argv: _run(argv, env), os.geteuid() == 0)
+        from rltuned.slurm.cli_backend import CliAdapter
+
+        return Commands(CliAdapter(conf, timeout_s=COMMAND_TIMEOUT_S).run, os.geteuid() == 0)
 
 
 def sbatch_argv(job: LabJob, partition: str, as_root: bool) -> list[str]:
@@ -186,23 +185,3 @@ def save_slurm(out: Path, sacct_text: str, commands: Commands) -> tuple[Path, Pa
     sinfo = out / "sinfo.json"
     sinfo.write_text(commands.run(["sinfo", "--json"]), encoding="utf-8")
     return sacct, config, sinfo
-
-
-def _run(argv: list[str], env: dict[str, str]) -> str:
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=COMMAND_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            check=False,
-            env=env,
-        )
-    except FileNotFoundError:
-        raise SlurmError(f"{argv[0]}: command not found") from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"{' '.join(argv[:3])}: no answer within {COMMAND_TIMEOUT_S:.0f} s") from None
-    if proc.returncode != 0:
-        raise SlurmError(f"{' '.join(argv[:6])} failed ({proc.returncode}): {proc.stderr.strip()[:300]}")
-    return proc.stdout

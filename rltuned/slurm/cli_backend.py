@@ -192,7 +192,12 @@ class CliAdapter:
 
     def show_config(self) -> str:
         """`scontrol show config` text (for the start-up priority checks)."""
-        return self._run(["scontrol", "show", "config"], {})
+        return self.run(["scontrol", "show", "config"])
+
+    def run(self, argv: Sequence[str]) -> str:
+        """stdout of one Slurm command (or `runuser ... sbatch`) with this adapter's SLURM_CONF and
+        timeout; `SlurmError` on failure (`rltunectl fidelity --submit` drives Slurm through this)."""
+        return self._run(argv, {})
 
     def _scontrol(self, args: list[str]) -> UpdateResult:
         try:

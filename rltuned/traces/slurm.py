@@ -33,7 +33,8 @@ from rltuned.traces.fields import Parsed, RowError, collect, count, csv_table, n
 FORMAT = "slurm"
 SACCT_REQUIRED = ("JobID", "Submit", "Start")
 JOBCOMP_START = "JobId="
-_NO_TIME = frozenset({"", "Unknown", "None", "N/A"})
+NO_TIME = frozenset({"", "Unknown", "None", "N/A"})
+"""What sacct and jobcomp print for a time that has not come (a job not started or not ended)."""
 _NO_LIMIT = frozenset({"", "UNLIMITED", "INFINITE", "PARTITION_LIMIT", "NONE", "-1"})
 _LIVE = ("RUNNING", "SUSPENDED", "REQUEUED", "RESIZING")
 _MEM_UNITS_MB = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2, "P": 1024.0**3}
@@ -159,11 +160,11 @@ def _sacct_job(row: dict[str, str], job_id: int) -> Parsed:
     submit = timestamp(row["Submit"], "Submit")
     if tres.gpus == 0:
         return "cpu_only"
-    if row["Start"].strip() in _NO_TIME:
+    if row["Start"].strip() in NO_TIME:
         return "never_started"
     start = timestamp(row["Start"], "Start")
     end = row.get("End")
-    if (end is not None and end.strip() in _NO_TIME) or row.get("State", "").startswith(_LIVE):
+    if (end is not None and end.strip() in NO_TIME) or row.get("State", "").startswith(_LIVE):
         return "still_running"
     if row.get("Elapsed", "").strip():  # Slurm's own count, which leaves out suspended time
         runtime = slurm_seconds(row["Elapsed"], "Elapsed") or 0.0
@@ -228,9 +229,9 @@ def _jobcomp_job(line: int, row: list[str], job_id: int) -> Parsed:
     limit = time_limit(record.get("TimeLimit", ""), "TimeLimit")
     if tres.gpus == 0:
         return "cpu_only"
-    if record["StartTime"] in _NO_TIME:
+    if record["StartTime"] in NO_TIME:
         return "never_started"
-    if record["EndTime"] in _NO_TIME:
+    if record["EndTime"] in NO_TIME:
         return "still_running"
     start = timestamp(record["StartTime"], "StartTime")
     runtime = _elapsed(start, record["EndTime"], "EndTime")
