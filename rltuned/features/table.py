@@ -101,18 +101,17 @@ def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
     if not jobs:
         return Features(table, np.zeros(0, np.int64), cluster_cff)
 
-    gpus = np.fromiter((j.gpus for j in jobs), np.float64, len(jobs))
-    estimate = np.fromiter((j.estimate for j in jobs), np.float64, len(jobs))
-    age = np.maximum(snapshot.now - np.fromiter((j.submit for j in jobs), np.float64, len(jobs)), 0.0)
-    cpus, mem = _cpus_mem(jobs, shapes, inverse, fit, n_elig)
+    ids, gpus, estimate, submit, asked_cpus, asked_mem, user, account, gpu_type = _job_columns(jobs)
+    age = np.maximum(snapshot.now - submit, 0.0)
+    cpus, mem = _cpus_mem(asked_cpus, asked_mem, shapes, inverse, fit, n_elig)
     total = arrays.total_gpus
 
     col = table.T  # a view: writing a column writes the table
-    col[COLUMN["job_id"]] = id_unit(np.fromiter((j.id for j in jobs), np.int64, len(jobs)))
-    col[COLUMN["user"]] = [string_unit(j.user) for j in jobs]
+    col[COLUMN["job_id"]] = id_unit(ids.astype(np.int64))
+    col[COLUMN["user"]] = user
     col[COLUMN["gpus"]] = log_share(gpus, total)
-    col[COLUMN["account"]] = [string_unit(j.account) for j in jobs]
-    col[COLUMN["gpu_type"]] = [string_unit(j.gpu_type or "") for j in jobs]
+    col[COLUMN["account"]] = account
+    col[COLUMN["gpu_type"]] = gpu_type
     col[COLUMN["requested_time"]] = log_share(estimate, HORIZON_S)
     col[COLUMN["submit"]] = np.minimum(age / MAX_AGE_S, 1.0)
     col[COLUMN["cpus"]] = log_share(cpus, float(arrays.cpus.sum()))
@@ -165,16 +164,40 @@ def _cff(elig: Floats, free: Floats, node_gpus: Floats) -> Floats:
     return out
 
 
+def _job_columns(jobs: Sequence[Job]) -> tuple[Floats, ...]:
+    """The per-job inputs in one pass over the jobs (ids are exact in float64 below 2**53): id, GPUs,
+    estimate, submit, asked CPUs, asked memory, and the user, account and GPU-type codes."""
+    unit = string_unit
+    rows = [
+        (
+            j.id,
+            j.gpus,
+            j.estimate,
+            j.submit,
+            j.cpus,
+            j.mem_mb,
+            unit(j.user),
+            unit(j.account),
+            unit(j.gpu_type or ""),
+        )
+        for j in jobs
+    ]
+    return tuple(np.array(rows, dtype=np.float64).reshape(len(jobs), 9).T)
+
+
 def _cpus_mem(
-    jobs: Sequence[Job], shapes: Sequence[Shape], inverse: npt.NDArray[np.intp], fit: Fit, n_elig: Floats
+    asked_cpus: Floats,
+    asked_mem: Floats,
+    shapes: Sequence[Shape],
+    inverse: npt.NDArray[np.intp],
+    fit: Fit,
+    n_elig: Floats,
 ) -> tuple[Floats, Floats]:
     """Requested CPUs and memory; where not requested, the job's GPU share of its eligible nodes (averaged
     over them, as nodes of different pools give different shares)."""
     gpus = np.array([float(s.gpus) for s in shapes])
     share_cpus = _ratio(fit.rows[:, CPU_PER_GPU].sum(axis=1), n_elig) * gpus
     share_mem = _ratio(fit.rows[:, MEM_PER_GPU].sum(axis=1), n_elig) * gpus
-    asked_cpus = np.fromiter((j.cpus for j in jobs), np.float64, len(jobs))
-    asked_mem = np.fromiter((j.mem_mb for j in jobs), np.float64, len(jobs))
     cpus = np.where(asked_cpus > 0, asked_cpus, share_cpus[inverse])
     mem = np.where(asked_mem > 0, asked_mem, share_mem[inverse])
     return cpus, mem
@@ -195,9 +218,12 @@ def _future_availability(
 ) -> Floats:
     """Eq. 2: free eligible GPUs left after this job and every higher-ranked job that competes for one of
     its pools, over its eligible GPUs, mapped from [-1, 1] to [0, 1] (0 for a job with no eligible node)."""
-    pools = np.stack([s.pool_eligible for s in shapes]).astype(np.float64)[inverse]  # [J, P]
-    competes = np.tril(pools @ pools.T > 0, k=-1)  # [j, i]: i is ahead of j and shares a pool
-    ahead = competes.astype(np.float64) @ gpus
+    pools = np.stack([s.pool_eligible for s in shapes]).astype(np.float64)  # [S, P]
+    competes = (pools @ pools.T > 0).astype(np.float64)  # [S, S]: the shapes share a pool
+    by_shape = np.zeros((len(gpus), len(shapes)))
+    by_shape[np.arange(len(gpus)), inverse] = gpus
+    before = np.cumsum(by_shape, axis=0) - by_shape  # [j, s]: GPUs of shape s ranked ahead of j
+    ahead = np.einsum("js,js->j", before, competes[inverse])
     left = _ratio(free_elig - gpus - ahead, total_elig)
     left = np.where(total_elig > 0, np.clip(left, -1.0, 1.0), -1.0)
     return (left + 1.0) / 2.0
