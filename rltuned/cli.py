@@ -99,6 +99,12 @@ def _add_fidelity(sub: argparse._SubParsersAction[_Parser]) -> None:
     fi.add_argument(
         "--daemon-config", type=Path, help="the rltuned daemon's config (enforce mode) to include"
     )
+    fi.add_argument(
+        "--daemon-log",
+        type=Path,
+        help="with --sacct: the daemon's JSON log; its accepted writes are replayed at their logged times "
+        "instead of deciding again (excludes --daemon-config)",
+    )
     sm = fi.add_argument_group("--submit")
     sm.add_argument("--trace", default="philly", help="trace file or bundled name (philly)")
     sm.add_argument("--start", type=int, default=0, help="index of the window's first job (0)")
@@ -395,16 +401,28 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     if args.submit:
         return _fidelity_submit(args, daemon)
     _require(args.cluster is not None, "--sacct needs --cluster")
+    _require(
+        args.daemon_log is None or args.daemon_config is None,
+        "--daemon-log replays what the daemon wrote; --daemon-config decides again: give one",
+    )
     cluster = load_cluster(args.cluster)
     try:
-        fidelity, matched, _ = measure(
-            args.sacct, cluster, args.slurm_config, args.scheduler_params, args.interval, args.worst, daemon
-        )
+        measured = measure(
+            args.sacct, cluster, args.slurm_config, args.scheduler_params, args.interval, args.worst, daemon,
+            args.daemon_log,
+        )  # fmt: skip
     except ValueError as exc:
         raise UsageError(f"--sacct {args.sacct}: {exc}") from None
     if args.plot:
-        plot_starts(matched, args.plot, f"{args.sacct.name} on {cluster.name}")
-    print(json.dumps(as_json(fidelity), indent=2) if args.json else render(fidelity))
+        plot_starts(measured.pairs, args.plot, f"{args.sacct.name} on {cluster.name}")
+    body = as_json(measured.fidelity)
+    text = render(measured.fidelity)
+    if measured.writes is not None:
+        body["daemon_writes"] = len(measured.writes.writes)
+        body["daemon_writes_unknown_jobs"] = measured.writes.unknown_jobs
+        text += f"\ndaemon writes replayed {len(measured.writes.writes)}"
+        text += f" ({measured.writes.unknown_jobs} to jobs outside the workload)"
+    print(json.dumps(body, indent=2) if args.json else text)
     return 0
 
 
@@ -426,6 +444,7 @@ def _fidelity_submit(args: argparse.Namespace, daemon: Any) -> int:
     outcome = run_on_slurm(window, exp, args.out, Commands.real())
     body = {
         **as_json(outcome.fidelity),
+        "logged_writes_replayed": as_json(outcome.logged) if outcome.logged else None,
         "demand_ratio": outcome.demand_ratio,
         "slurm_job_ids": outcome.slurm_ids,
         "daemon": str(args.daemon_config) if args.daemon_config else None,

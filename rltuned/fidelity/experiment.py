@@ -50,6 +50,8 @@ class Outcome:
     demand_ratio: float
     slurm_ids: list[int]
     out: Path
+    logged: Fidelity | None = None
+    """With the daemon: the replay of its logged writes at their times instead of deciding again."""
 
 
 def run_on_slurm(window: Sequence[Job], exp: Experiment, out: Path, commands: Commands) -> Outcome:
@@ -68,11 +70,16 @@ def run_on_slurm(window: Sequence[Job], exp: Experiment, out: Path, commands: Co
     sacct, config, sinfo = save_slurm(out, text, commands)
     from rltuned.clusters import load_cluster
 
-    fidelity, pairs, _ = measure(
-        sacct, load_cluster(str(sinfo)), config, None, exp.interval_s, exp.worst, exp.daemon
-    )
+    spec = load_cluster(str(sinfo))
+    decided = measure(sacct, spec, config, None, exp.interval_s, exp.worst, exp.daemon)
+    logged = None
+    if daemon is not None:
+        logged = measure(sacct, spec, config, None, exp.interval_s, exp.worst, daemon_log=out / "daemon.log")
     total = sum(n.gpus for n in cluster.nodes)
-    return Outcome(fidelity, pairs, lab_jobs, demand_ratio(lab_jobs, total), ids, out)
+    return Outcome(
+        decided.fidelity, decided.pairs, lab_jobs, demand_ratio(lab_jobs, total), ids, out,
+        logged.fidelity if logged else None,
+    )  # fmt: skip
 
 
 def _partition(cluster: ClusterSpec, partition: str) -> ClusterSpec:

@@ -7,15 +7,19 @@ SchedulerParameters. Without a saved config the priorities are Slurm 22.05's def
 (every job equal, so submit order) and the scheduler's parameters are Slurm's defaults.
 With the daemon's config (`--daemon-config`, enforce mode), the replay runs the daemon's loop over it
 (`sim/ticks.py`): its base policy, model, levers and tick interval, as `rltunectl train` and `evaluate` do.
+With the daemon's log instead (`--daemon-log`), its accepted writes are applied at their logged times and
+nothing is decided again (`daemon_log.py`).
 Memory binds only where `SelectTypeParameters` makes it a consumable resource (`CR_*_Memory`); otherwise
 sacct's memory figure is what the job could touch, not what it held, and is dropped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from rltuned.core.plan import Action
 from rltuned.daemon.config import Settings
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError
@@ -55,8 +59,11 @@ def replay(
     params: SlurmParams,
     memory: bool,
     daemon: Settings | None = None,
+    writes: Sequence[tuple[float, Action]] | None = None,
 ) -> SimResult:
     jobs = [o.job if memory else _without_memory(o.job) for o in workload.jobs]
+    if writes is not None:
+        return SlurmRun(cluster, jobs, params=params, writes=writes).run()
     if daemon is None or daemon.apply.mode != "enforce":  # a shadow daemon writes nothing
         return SlurmRun(cluster, jobs, params=params).run()
     from rltuned.rl.export import load_model

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rltuned.daemon.config import Settings
 from rltuned.domain import ClusterSpec
 from rltuned.fidelity.compare import Fidelity, Pair, compare, pairs
+from rltuned.fidelity.daemon_log import LoggedWrites, load_writes
 from rltuned.fidelity.observed import load_sacct
 from rltuned.fidelity.replay import replay, slurm_settings
 from rltuned.sim.slurm import SlurmParams
+
+
+@dataclass(frozen=True)
+class Measured:
+    fidelity: Fidelity
+    pairs: list[Pair]
+    params: SlurmParams
+    writes: LoggedWrites | None
+    """The daemon's logged writes the replay applied (`daemon_log`), when it was given."""
 
 
 def measure(
@@ -22,12 +32,16 @@ def measure(
     interval_s: float,
     worst: int = 10,
     daemon: Settings | None = None,
-) -> tuple[Fidelity, list[Pair], SlurmParams]:
+    daemon_log: Path | None = None,
+) -> Measured:
     workload = load_sacct(sacct)
     params, memory = slurm_settings(slurm_config, scheduler_params)
-    result = replay(workload, cluster, params, memory, daemon)
+    writes = None
+    if daemon_log is not None:
+        writes = load_writes(daemon_log, {o.job.name: o.job.id for o in workload.jobs})
+    result = replay(workload, cluster, params, memory, daemon, writes.writes if writes else None)
     fidelity = compare(workload.jobs, result.records, result.cluster, interval_s, workload.has_nodes, worst)
-    return fidelity, pairs(workload.jobs, result.records, result.cluster), params
+    return Measured(fidelity, pairs(workload.jobs, result.records, result.cluster), params, writes)
 
 
 def as_json(fidelity: Fidelity) -> dict[str, Any]:

@@ -182,7 +182,10 @@ class SlurmRun:
         params: SlurmParams | None = None,
         interval_s: float = 60.0,
         history_interval_s: float = 300.0,
+        writes: Sequence[tuple[float, Action]] = (),
     ) -> None:
+        """`writes`: updates a daemon made at known times (`fidelity/daemon_log.py`), applied at those
+        times as Slurm applies an `scontrol update`, besides whatever the ticks' plans write."""
         if not 0 <= warmup <= len(jobs):
             raise ValueError(f"warmup must be in [0, {len(jobs)}], got {warmup}")
         if interval_s <= 0:
@@ -223,6 +226,8 @@ class SlurmRun:
         self.history_interval_s = history_interval_s
         self._shown_history = History()
         self._history_at = -INF
+        self._writes = sorted(writes, key=lambda w: w[0])
+        self._next_write = 0
         for idx, job in enumerate(jobs):
             demand = demand_for(job, self.pools)
             if demand is None:
@@ -257,9 +262,13 @@ class SlurmRun:
                 next_tick = _align(next_tick, t_event, self.interval_s)
                 next_sched = _align(next_sched, t_event, p.sched_interval_s)
                 next_bf = _align(next_bf, t_event, p.bf_interval_s)
-            now = min(t_event, next_tick, next_sched, next_bf if p.backfill else INF)
+            t_write = self._writes[self._next_write][0] if self._next_write < len(self._writes) else INF
+            now = min(t_event, next_tick, next_sched, next_bf if p.backfill else INF, t_write)
             if now == t_event:
                 self._events()
+                self._main(now)
+            elif now == t_write:
+                self.apply(self._due_writes(now))
                 self._main(now)
             elif now == next_tick:
                 next_tick += self.interval_s
@@ -285,6 +294,13 @@ class SlurmRun:
         self.changed = True
 
     # --- what the daemon changes --------------------------------------------------------------------
+    def _due_writes(self, now: float) -> list[Action]:
+        due = []
+        while self._next_write < len(self._writes) and self._writes[self._next_write][0] <= now:
+            due.append(self._writes[self._next_write][1])
+            self._next_write += 1
+        return [a for a in due if a.job_id in self.by_id]  # a job no pool can hold never ran
+
     def apply(self, actions: Sequence[Action]) -> None:
         """The plan's `scontrol update`s, all accepted (every job in a plan is pending at its tick)."""
         self.changed = True
