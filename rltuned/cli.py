@@ -100,6 +100,12 @@ def _add_fidelity(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--daemon-config", type=Path, help="the rltuned daemon's config (enforce mode) to include"
     )
     fi.add_argument(
+        "--ctld-log",
+        type=Path,
+        help="with --sacct: slurmctld's log (LogTimeFormat=iso8601_ms); its millisecond submit, start, end "
+        "times replace sacct's whole seconds",
+    )
+    fi.add_argument(
         "--daemon-log",
         type=Path,
         help="with --sacct: the daemon's JSON log; its accepted writes are replayed at their logged times "
@@ -409,7 +415,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     try:
         measured = measure(
             args.sacct, cluster, args.slurm_config, args.scheduler_params, args.interval, args.worst, daemon,
-            args.daemon_log,
+            args.daemon_log, args.ctld_log,
         )  # fmt: skip
     except ValueError as exc:
         raise UsageError(f"--sacct {args.sacct}: {exc}") from None
@@ -417,6 +423,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         plot_starts(measured.pairs, args.plot, f"{args.sacct.name} on {cluster.name}")
     body = as_json(measured.fidelity)
     text = render(measured.fidelity)
+    if measured.whole_seconds is not None:
+        body["whole_second_jobs"] = measured.whole_seconds
+        text += f"\ntimes from slurmctld's log ({measured.whole_seconds} jobs kept sacct's whole seconds)"
     if measured.writes is not None:
         body["daemon_writes"] = len(measured.writes.writes)
         body["daemon_writes_unknown_jobs"] = measured.writes.unknown_jobs

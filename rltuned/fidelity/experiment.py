@@ -15,6 +15,7 @@ from rltuned.daemon.config import Settings
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import SlurmError, UsageError
 from rltuned.fidelity.compare import Fidelity, Pair
+from rltuned.fidelity.ctld_log import save_job_lines
 from rltuned.fidelity.report import measure
 from rltuned.fidelity.submit import (
     Commands,
@@ -25,6 +26,7 @@ from rltuned.fidelity.submit import (
     submit_all,
     wait_finished,
 )
+from rltuned.slurm.config_check import parse_show_config
 from rltuned.slurm.parse import parse_nodes
 
 DAEMON_START_S = 3.0
@@ -71,15 +73,27 @@ def run_on_slurm(window: Sequence[Job], exp: Experiment, out: Path, commands: Co
     from rltuned.clusters import load_cluster
 
     spec = load_cluster(str(sinfo))
-    decided = measure(sacct, spec, config, None, exp.interval_s, exp.worst, exp.daemon)
+    ctld = _ctld_lines(config, ids, out)
+    decided = measure(sacct, spec, config, None, exp.interval_s, exp.worst, exp.daemon, ctld_log=ctld)
     logged = None
     if daemon is not None:
-        logged = measure(sacct, spec, config, None, exp.interval_s, exp.worst, daemon_log=out / "daemon.log")
+        logged = measure(
+            sacct, spec, config, None, exp.interval_s, exp.worst, daemon_log=out / "daemon.log", ctld_log=ctld
+        )
     total = sum(n.gpus for n in cluster.nodes)
     return Outcome(
         decided.fidelity, decided.pairs, lab_jobs, demand_ratio(lab_jobs, total), ids, out,
         logged.fidelity if logged else None,
     )  # fmt: skip
+
+
+def _ctld_lines(config: Path, ids: Sequence[int], out: Path) -> Path | None:
+    """slurmctld's lines for these jobs (millisecond times, `ctld_log.py`) when its log is readable here."""
+    log = parse_show_config(config.read_text(encoding="utf-8")).get("SlurmctldLogFile", "")
+    saved = out / "slurmctld.log"
+    if log and log != "(null)" and save_job_lines(Path(log), ids, saved):
+        return saved
+    return None
 
 
 def _partition(cluster: ClusterSpec, partition: str) -> ClusterSpec:

@@ -9,6 +9,7 @@ from typing import Any
 from rltuned.daemon.config import Settings
 from rltuned.domain import ClusterSpec
 from rltuned.fidelity.compare import Fidelity, Pair, compare, pairs
+from rltuned.fidelity.ctld_log import load_ctld_log, refine
 from rltuned.fidelity.daemon_log import LoggedWrites, load_writes
 from rltuned.fidelity.observed import load_sacct
 from rltuned.fidelity.replay import replay, slurm_settings
@@ -22,6 +23,8 @@ class Measured:
     params: SlurmParams
     writes: LoggedWrites | None
     """The daemon's logged writes the replay applied (`daemon_log`), when it was given."""
+    whole_seconds: int | None = None
+    """With slurmctld's log: jobs it did not time, which kept sacct's whole seconds."""
 
 
 def measure(
@@ -33,15 +36,20 @@ def measure(
     worst: int = 10,
     daemon: Settings | None = None,
     daemon_log: Path | None = None,
+    ctld_log: Path | None = None,
 ) -> Measured:
     workload = load_sacct(sacct)
+    whole_seconds = None
+    if ctld_log is not None:
+        workload, whole_seconds = refine(workload, load_ctld_log(ctld_log))
     params, memory = slurm_settings(slurm_config, scheduler_params)
     writes = None
     if daemon_log is not None:
         writes = load_writes(daemon_log, {o.job.name: o.job.id for o in workload.jobs})
     result = replay(workload, cluster, params, memory, daemon, writes.writes if writes else None)
     fidelity = compare(workload.jobs, result.records, result.cluster, interval_s, workload.has_nodes, worst)
-    return Measured(fidelity, pairs(workload.jobs, result.records, result.cluster), params, writes)
+    matched = pairs(workload.jobs, result.records, result.cluster)
+    return Measured(fidelity, matched, params, writes, whole_seconds)
 
 
 def as_json(fidelity: Fidelity) -> dict[str, Any]:
