@@ -35,6 +35,7 @@ def test_slurm_alone(clean_lab: SlurmLab, tmp_path: Path) -> None:
     assert f.same_gpu_type_share is not None and f.same_gpu_type_share >= 0.6
     assert f.within_interval_share >= 0.5
     assert (tmp_path / "sacct.txt").is_file() and (tmp_path / "sinfo.json").is_file()
+    assert "sched: Allocate" in (tmp_path / "slurmctld.log").read_text()  # millisecond times were used
 
 
 def test_with_the_daemon_in_enforce_mode(clean_lab: SlurmLab, tmp_path: Path) -> None:
@@ -45,3 +46,4 @@ def test_with_the_daemon_in_enforce_mode(clean_lab: SlurmLab, tmp_path: Path) ->
     assert f.jobs == 30 and f.unsimulated == 0
     assert f.kendall_tau >= 0.8
     assert "tick" in (tmp_path / "out" / "daemon.log").read_text()
+    assert outcome.logged is not None and outcome.logged.kendall_tau >= 0.8  # its own writes replayed
