@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from rltuned.cli import main
 from rltuned.errors import TraceError
 from rltuned.fidelity.ctld_log import load_ctld_log, refine, save_job_lines
 from rltuned.fidelity.observed import load_sacct
@@ -62,3 +64,16 @@ def test_only_the_windows_jobs_are_saved(tmp_path: Path) -> None:
     saved = out.read_text().splitlines()
     assert len(saved) == 4 and all("JobId=1 " in line for line in saved)  # not JobId=10
     assert not save_job_lines(tmp_path / "missing.log", [1], out)
+
+
+def test_the_command_measures_on_the_logs_times(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sinfo = SACCT.parent / "sinfo.json"
+    args = ["fidelity", "--sacct", str(SACCT), "--cluster", str(sinfo), "--scheduler-params",
+            "bf_interval=1,sched_interval=1", "--ctld-log", str(_log(tmp_path)), "--json"]  # fmt: skip
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    assert done.value.code == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["whole_second_jobs"] == 3 and body["jobs"] == 5
+    # job 1 arrives at 0.076 and starts at once in the model; Slurm's pass started it at 0.957
+    assert next(w for w in body["worst"] if w["job_id"] == "1")["delta_s"] == pytest.approx(-0.881)
