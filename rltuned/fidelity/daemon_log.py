@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from rltuned.core.levers import LEVERS
@@ -66,11 +67,24 @@ def _event(text: str) -> dict[str, object] | None:
     return event if isinstance(event, dict) else None
 
 
+def _wall_clock(stamp: str) -> float:
+    """The daemon logs UTC; sacct and slurmctld print the host's local time without a zone, which the
+    loaders read as if it were UTC (`traces.fields.timestamp`). The same instant on the same scale: the
+    local wall-clock time of the logged moment, read the same way."""
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"timestamp: expected an ISO date-time, got {stamp!r}") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone().replace(tzinfo=None)
+    return timestamp(moment.isoformat(), "timestamp")
+
+
 def _write(event: Mapping[str, object]) -> tuple[float, str, tuple[str, int | bool | str]]:
     stamp = event["timestamp"]
     if not isinstance(stamp, str):
         raise ValueError(f"timestamp must be a string, got {stamp!r}")
-    at = timestamp(stamp.replace("Z", "+00:00"), "timestamp")
+    at = _wall_clock(stamp)
     slurm_id = event["jobid"]
     if isinstance(slurm_id, bool) or not isinstance(slurm_id, int | str):
         raise ValueError(f"jobid must be a job id, got {slurm_id!r}")

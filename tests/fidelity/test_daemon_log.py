@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from rltuned.errors import TraceError
 from rltuned.fidelity.daemon_log import load_writes
 from rltuned.fidelity.observed import load_sacct
 from rltuned.fidelity.replay import replay, slurm_settings
+from rltuned.traces.fields import timestamp
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 SINFO = FIXTURES / "sinfo.json"
@@ -129,3 +131,17 @@ def test_the_command_replays_the_log_and_refuses_both_ways_at_once(
         main([*args, "--daemon-log", str(log), "--daemon-config", str(config)])
     assert refused.value.code != 0
     assert "give one" in capsys.readouterr().err
+
+
+def test_utc_log_times_meet_saccts_local_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a host in Berlin (UTC+1 in November) sacct prints 11:00:02 for the instant the daemon logs as
+    # 10:00:02Z; both must land on the same simulated second.
+    log = _log(tmp_path, _event(4, "priority", 100, "2026-11-24T10:00:02.500000Z"))
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    try:
+        ((at, _),) = load_writes(log, {"4": 4}).writes
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert at == pytest.approx(timestamp("2026-11-24T11:00:02.5", "Submit"))
