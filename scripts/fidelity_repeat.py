@@ -3,8 +3,10 @@ compared run against run as the simulator is compared against a run (docs/fideli
 
 Usage: python scripts/fidelity_repeat.py RUN_DIR RUN_DIR [...] [--interval 2]
 
-Jobs are matched by submit order (each run submits the same window in the same order). Times come from
-each run's `slurmctld.log` (milliseconds) when it was saved, else from sacct's whole seconds.
+Jobs are matched by submit order (each run submits the same window in the same order), and the figures
+are `fidelity.compare`'s, with the second run where the simulator's records stand and GPU types from the
+first run's `sinfo.json`. Times come from each run's `slurmctld.log` (milliseconds) when it was saved,
+else from sacct's whole seconds.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import argparse
 import itertools
 from pathlib import Path
 
-from scipy.stats import kendalltau
-
+from rltuned.clusters import load_cluster
+from rltuned.domain import ClusterSpec, Slice
+from rltuned.fidelity.compare import compare
 from rltuned.fidelity.ctld_log import load_ctld_log, refine
 from rltuned.fidelity.observed import Observed, load_sacct
+from rltuned.sim.simulator import JobRecord
 
 
 def load_run(run: Path) -> list[Observed]:
@@ -26,24 +30,26 @@ def load_run(run: Path) -> list[Observed]:
     return sorted(workload.jobs, key=lambda o: int(o.job.name))
 
 
-def agreement(a: list[Observed], b: list[Observed], interval_s: float) -> dict[str, float]:
+def agreement(
+    a: list[Observed], b: list[Observed], cluster: ClusterSpec, interval_s: float
+) -> dict[str, float]:
+    """Run b stands where the simulator's records stand in `compare`: its jobs take a's ids (same submit
+    order) and its times are moved onto a's clock (same first submit)."""
     if len(a) != len(b):
         raise SystemExit(f"the runs hold {len(a)} and {len(b)} jobs: not the same window")
-    starts_a = [o.start - a[0].job.submit for o in a]
-    starts_b = [o.start - b[0].job.submit for o in b]
-    n = len(a)
+    index = {n.name: i for i, n in enumerate(cluster.nodes)}
+    shift = a[0].job.submit - b[0].job.submit
+    records = [
+        JobRecord(x.job, y.start + shift, y.start + shift + (y.job.runtime or 0.0),
+                  tuple(Slice(index[n], 0, 0, 0) for n in y.nodes))
+        for x, y in zip(a, b, strict=True)
+    ]  # fmt: skip
+    f = compare(a, records, cluster, interval_s, worst=0)
     return {
-        "kendall_tau": float(kendalltau(starts_a, starts_b).statistic),
-        "within_interval_share": sum(
-            abs(x - y) <= interval_s for x, y in zip(starts_a, starts_b, strict=True)
-        )
-        / n,
-        "same_nodes_share": sum(x.nodes == y.nodes for x, y in zip(a, b, strict=True)) / n,
-        "same_gpu_type_share": sum(
-            {n.rsplit("-", 1)[0] for n in x.nodes} == {n.rsplit("-", 1)[0] for n in y.nodes}
-            for x, y in zip(a, b, strict=True)
-        )
-        / n,
+        "kendall_tau": f.kendall_tau,
+        "within_interval_share": f.within_interval_share,
+        "same_nodes_share": f.same_nodes_share or 0.0,
+        "same_gpu_type_share": f.same_gpu_type_share or 0.0,
     }
 
 
@@ -53,8 +59,9 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=2.0)
     args = parser.parse_args()
     runs = {run.name: load_run(run) for run in args.runs}
+    cluster = load_cluster(str(args.runs[0] / "sinfo.json"))
     for (name_a, a), (name_b, b) in itertools.combinations(runs.items(), 2):
-        got = agreement(a, b, args.interval)
+        got = agreement(a, b, cluster, args.interval)
         print(f"{name_a} vs {name_b}: " + "  ".join(f"{k} {v:.3f}" for k, v in got.items()))
 
 

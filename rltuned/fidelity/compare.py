@@ -96,7 +96,17 @@ def compare(
     has_nodes: bool = True,
     worst: int = 10,
 ) -> Fidelity:
-    matched = pairs(observed, records, cluster)
+    return summarize(pairs(observed, records, cluster), observed, interval_s, has_nodes, worst)
+
+
+def summarize(
+    matched: Sequence[Pair],
+    observed: Sequence[Observed],
+    interval_s: float,
+    has_nodes: bool = True,
+    worst: int = 10,
+) -> Fidelity:
+    """The figures of `pairs(observed, ...)`; `observed` gives the runtimes and the unmatched count."""
     if len(matched) < 2:
         raise ValueError(f"expected at least 2 jobs the simulator ran, got {len(matched)}")
     real = [p.real_start for p in matched]

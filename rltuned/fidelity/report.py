@@ -8,7 +8,7 @@ from typing import Any
 
 from rltuned.daemon.config import Settings
 from rltuned.domain import ClusterSpec
-from rltuned.fidelity.compare import Fidelity, Pair, compare, pairs
+from rltuned.fidelity.compare import Fidelity, Pair, pairs, summarize
 from rltuned.fidelity.ctld_log import load_ctld_log, refine
 from rltuned.fidelity.daemon_log import LoggedWrites, load_writes
 from rltuned.fidelity.observed import load_sacct
@@ -47,8 +47,8 @@ def measure(
     if daemon_log is not None:
         writes = load_writes(daemon_log, {o.job.name: o.job.id for o in workload.jobs})
     result = replay(workload, cluster, params, memory, daemon, writes.writes if writes else None)
-    fidelity = compare(workload.jobs, result.records, result.cluster, interval_s, workload.has_nodes, worst)
     matched = pairs(workload.jobs, result.records, result.cluster)
+    fidelity = summarize(matched, workload.jobs, interval_s, workload.has_nodes, worst)
     return Measured(fidelity, matched, params, writes, whole_seconds)
 
 
