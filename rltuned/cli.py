@@ -426,6 +426,11 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     if measured.whole_seconds is not None:
         body["whole_second_jobs"] = measured.whole_seconds
         text += f"\ntimes from slurmctld's log ({measured.whole_seconds} jobs kept sacct's whole seconds)"
+    if measured.background is not None:
+        loop = measured.background
+        body["background_loop"] = {"period_s": loop.period_s, "phase_s": loop.phase_s, "passes": loop.passes}
+        text += f"\nslurmctld's background loop (from its log): every {loop.period_s:.4f} s"
+        text += f", fitted on {loop.passes} passes"
     if measured.writes is not None:
         body["daemon_writes"] = len(measured.writes.writes)
         body["daemon_writes_unknown_jobs"] = measured.writes.unknown_jobs

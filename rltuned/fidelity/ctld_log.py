@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from rltuned.errors import TraceError
 from rltuned.fidelity.observed import Observed, Workload
 from rltuned.traces.base import numbered_lines, open_text
@@ -31,6 +33,8 @@ _BACKFILL = re.compile(r"^sched/backfill: _start_job: Started JobId=(\d+) ")
 _DONE = re.compile(r"^_job_complete: JobId=(\d+) done")
 
 MAIN, BACKFILL = "main", "backfill"
+AFTER_COMPLETION_S = 0.3
+"""A main-scheduler start this soon after a completion came from the completion's own pass."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,3 +116,51 @@ def refine(workload: Workload, times: CtldTimes) -> tuple[Workload, int]:
             jobs.append(o)
             kept += 1
     return Workload(tuple(jobs), workload.report, workload.has_nodes), kept
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundLoop:
+    """slurmctld's background loop as its passes show in the log (`SlurmParams.background_s`)."""
+
+    period_s: float
+    phase_s: float
+    """A time at which it ticked."""
+    passes: int
+    """The main-scheduler starts it was fitted on."""
+    concentration: float
+    """How well they sit on one grid: 1 = exactly, 0 = spread evenly over the second."""
+
+
+PERIODS_S = tuple(1.0 + k * 1e-4 for k in range(101))
+"""The background loop periods tried: 1 s plus up to 10 ms of housekeeping."""
+
+
+def fit_background(times: CtldTimes, periods: Sequence[float] = PERIODS_S) -> BackgroundLoop | None:
+    """The loop's period and phase from the main scheduler's starts that no completion triggered (those
+    came from the loop's periodic or requested passes): the candidate period on which they line up best,
+    with their circular mean as the phase. Its period is a second plus its housekeeping (1.002-1.004 s on
+    the lab), so over a few minutes the phase drifts by a large part of a second: a grid of exactly 1 s
+    misplaces passes. None when fewer than 5 such starts, or they do not line up (concentration < 0.9)."""
+    ends = np.sort(np.fromiter(times.end.values(), float, len(times.end)))
+    looped = []
+    for job, at in times.start.items():
+        if times.started_by[job] != MAIN:
+            continue
+        before = np.searchsorted(ends, at, side="right")
+        if before and at - ends[before - 1] < AFTER_COMPLETION_S:
+            continue
+        looped.append(at)
+    if len(looped) < 5:
+        return None
+    origin = min(looped)
+    rel = np.array(looped) - origin
+    best: tuple[float, float, float] | None = None
+    for period in periods:
+        mean = np.mean(np.exp(2j * np.pi * rel / period))
+        if best is None or abs(mean) > best[0]:
+            best = (float(abs(mean)), period, float(np.angle(mean)) * period / (2 * np.pi))
+    assert best is not None
+    concentration, period, phase = best
+    if concentration < 0.9:
+        return None
+    return BackgroundLoop(period, origin + phase, len(looped), concentration)

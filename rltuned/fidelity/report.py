@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rltuned.daemon.config import Settings
 from rltuned.domain import ClusterSpec
 from rltuned.fidelity.compare import Fidelity, Pair, pairs, summarize
-from rltuned.fidelity.ctld_log import load_ctld_log, refine
+from rltuned.fidelity.ctld_log import BackgroundLoop, fit_background, load_ctld_log, refine
 from rltuned.fidelity.daemon_log import LoggedWrites, load_writes
 from rltuned.fidelity.observed import load_sacct
 from rltuned.fidelity.replay import replay, slurm_settings
@@ -25,6 +25,8 @@ class Measured:
     """The daemon's logged writes the replay applied (`daemon_log`), when it was given."""
     whole_seconds: int | None = None
     """With slurmctld's log: jobs it did not time, which kept sacct's whole seconds."""
+    background: BackgroundLoop | None = None
+    """With slurmctld's log: the background loop's grid fitted from it, which the replay followed."""
 
 
 def measure(
@@ -39,17 +41,21 @@ def measure(
     ctld_log: Path | None = None,
 ) -> Measured:
     workload = load_sacct(sacct)
-    whole_seconds = None
-    if ctld_log is not None:
-        workload, whole_seconds = refine(workload, load_ctld_log(ctld_log))
+    whole_seconds = background = None
     params, memory = slurm_settings(slurm_config, scheduler_params)
+    if ctld_log is not None:
+        times = load_ctld_log(ctld_log)
+        workload, whole_seconds = refine(workload, times)
+        background = fit_background(times) if params.event_pass == "background" else None
+        if background is not None:
+            params = replace(params, background_s=background.period_s, background_phase_s=background.phase_s)
     writes = None
     if daemon_log is not None:
         writes = load_writes(daemon_log, {o.job.name: o.job.id for o in workload.jobs})
     result = replay(workload, cluster, params, memory, daemon, writes.writes if writes else None)
     matched = pairs(workload.jobs, result.records, result.cluster)
     fidelity = summarize(matched, workload.jobs, interval_s, workload.has_nodes, worst)
-    return Measured(fidelity, matched, params, writes, whole_seconds)
+    return Measured(fidelity, matched, params, writes, whole_seconds, background)
 
 
 def as_json(fidelity: Fidelity) -> dict[str, Any]:

@@ -7,8 +7,10 @@ models them with the `slurm.conf` parameters that change the outcome (docs/simul
 - **Priority.** A job the daemon has not written carries multifactor's priority (age, fair-share, job
   size, partition, with `PriorityWeight*` and `PriorityMaxAge`), plus any SiteFactor written. A fixed
   priority replaces the sum. Jobs are considered by priority, then job id (submit order).
-- **The main scheduler** (`sched_interval`, and after every submit, completion and job update) starts
-  jobs in priority order until the first that does not fit; it stops there (one partition).
+- **The main scheduler** starts jobs in priority order until the first that does not fit; it stops
+  there (one partition). It runs every `sched_interval`, at once after a completion, and after a submit
+  or job update at slurmctld's next once-a-second background tick that is `batch_sched_delay` past the
+  last pass.
 - **sched/backfill** (`bf_interval`) walks the queue in priority order, testing at most
   `bf_max_job_test` jobs. For each it finds the earliest start in an availability profile built from
   the running jobs' time limits (their end times as they are, as will_run reads them) and the
@@ -65,6 +67,19 @@ class SlurmParams:
     """SchedulerType=sched/backfill (False: sched/builtin, the main scheduler alone)."""
     sched_interval_s: float = 60.0
     """SchedulerParameters=sched_interval: the main scheduler's periodic pass."""
+    batch_sched_delay_s: float = 3.0
+    """SchedulerParameters=batch_sched_delay: the least time between two passes a submit or job update
+    asks for (`event_pass`)."""
+    event_pass: str = "background"
+    """When the main scheduler first tries a submitted or updated job. "background": slurmctld's
+    once-a-second background loop, `batch_sched_delay` after its last pass (22.05: the submit and update
+    RPCs only count a request, `queue_job_scheduler`); "at_once": at that instant (models trained before
+    this was modelled)."""
+    background_s: float = 1.0
+    """The period of slurmctld's background loop, which runs the periodic and the requested passes: a
+    second plus its housekeeping (`fidelity --ctld-log` fits it from the log)."""
+    background_phase_s: float | None = None
+    """A time at which that loop ticked (seconds, on the jobs' clock); None: the first submit."""
     bf_interval_s: float = 30.0
     """SchedulerParameters=bf_interval."""
     bf_max_job_test: int = 500
@@ -88,9 +103,13 @@ class SlurmParams:
     fit models trained before it used."""
 
     def __post_init__(self) -> None:
+        if self.event_pass not in ("background", "at_once"):
+            raise ValueError(f"event_pass must be background or at_once, got {self.event_pass!r}")
+        if self.batch_sched_delay_s < 0:
+            raise ValueError(f"batch_sched_delay_s must be >= 0, got {self.batch_sched_delay_s}")
         if self.node_selection not in ("cons_tres", "pack"):
             raise ValueError(f"node_selection must be cons_tres or pack, got {self.node_selection!r}")
-        for name in ("sched_interval_s", "bf_interval_s", "bf_resolution_s", "bf_window_min"):
+        for name in ("sched_interval_s", "background_s", "bf_interval_s", "bf_resolution_s", "bf_window_min"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.bf_max_job_test < 1:
@@ -255,43 +274,71 @@ class SlurmRun:
         start = self.engine.peek()
         if start == INF:
             return
-        next_tick = next_sched = next_bf = start
+        beat = p.background_s
+        anchor = start if p.background_phase_s is None else _on_grid(p.background_phase_s, start, beat)
+        every = p.sched_interval_s * beat  # the periodic pass: every sched_interval of the loop's seconds
+        next_tick = next_bf = start
+        next_sched = anchor
+        asked = INF  # when a submit or write asked for a main pass that has not run yet (`_asked`)
+        last_pass = -INF  # the last pass the background loop ran (a completion's pass does not count)
         while len(self.engine) or self.queue:
             t_event = self.engine.peek()
             if not self.queue:  # nothing to decide: the grids skip ahead to the next event
                 next_tick = _align(next_tick, t_event, self.interval_s)
-                next_sched = _align(next_sched, t_event, p.sched_interval_s)
+                next_sched = _align(next_sched, t_event, every)
                 next_bf = _align(next_bf, t_event, p.bf_interval_s)
             t_write = self._writes[self._next_write][0] if self._next_write < len(self._writes) else INF
-            now = min(t_event, next_tick, next_sched, next_bf if p.backfill else INF, t_write)
+            t_pass = _on_grid(anchor, max(asked, last_pass + p.batch_sched_delay_s), beat)
+            now = min(t_event, next_tick, next_sched, next_bf if p.backfill else INF, t_write, t_pass)
             if now == t_event:
-                self._events()
-                self._main(now)
+                finished, arrived = self._events()
+                if finished or p.event_pass == "at_once":
+                    self._main(now)  # the last node's epilog-complete runs a pass at once
+                if arrived:
+                    asked = self._asked(asked, now, ran=True)
             elif now == t_write:
                 self.apply(self._due_writes(now))
-                self._main(now)
+                asked = self._asked(asked, now, ran=False)
             elif now == next_tick:
                 next_tick += self.interval_s
                 plan = yield self.snapshot(now)
                 if plan is not None and plan.actions:
                     self.apply(plan.actions)
-                    self._main(now)  # Slurm queues a scheduler run after job updates
-            elif now == next_sched:
-                next_sched += p.sched_interval_s
+                    asked = self._asked(asked, now, ran=False)
+            elif now == next_sched:  # the periodic pass also answers every request so far
+                next_sched += every
+                asked, last_pass = INF, now
+                self._main(now)
+            elif now == t_pass:
+                asked, last_pass = INF, now
                 self._main(now)
             else:
                 next_bf += p.bf_interval_s
                 self._backfill(now)
 
-    def _events(self) -> None:
+    def _asked(self, asked: float, now: float, ran: bool) -> float:
+        """A submit or job update asks for a main pass (`event_pass`; `ran`: one ran at this instant
+        already); returns when the first request still open came."""
+        if self.params.event_pass == "at_once":
+            if not ran:
+                self._main(now)
+            return asked
+        return min(asked, now)
+
+    def _events(self) -> tuple[bool, bool]:
+        """Returns whether a job completed and whether one arrived."""
+        finished = arrived = False
         for kind, entry in self.engine.pop_simultaneous():
             if kind == FINISH:
                 self._finish(entry)
+                finished = True
             else:
+                arrived = True
                 self.queue.append(entry)
                 if self._smallest is not None:
                     self._smallest = min(self._smallest, entry.demand.gpus)
         self.changed = True
+        return finished, arrived
 
     # --- what the daemon changes --------------------------------------------------------------------
     def _due_writes(self, now: float) -> list[Action]:
@@ -485,6 +532,13 @@ class SlurmRun:
         records = [JobRecord(e.job, e.start, e.end, e.alloc) for e in done]
         cut = sum(1 for e in done if e.idx < self.warmup)
         return SimResult(self.cluster, tuple(records[cut:]), tuple(self.dropped), tuple(records[:cut]))
+
+
+def _on_grid(anchor: float, until: float, step: float) -> float:
+    """The first point of `anchor`'s grid (spacing `step`, both ways) at or after `until`."""
+    if until == INF:
+        return INF
+    return anchor + math.ceil((until - anchor) / step) * step
 
 
 def _align(at: float, until: float, step: float) -> float:

@@ -23,6 +23,7 @@ from rltuned.slurm.config_check import parse_show_config
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d+):(\d+):(\d+)$")
 _SCHED_KEYS = {
     "sched_interval": "sched_interval_s",
+    "batch_sched_delay": "batch_sched_delay_s",
     "bf_interval": "bf_interval_s",
     "bf_max_job_test": "bf_max_job_test",
     "bf_window": "bf_window_min",
@@ -92,6 +93,7 @@ def params_from_record(record: Mapping[str, Any]) -> SlurmParams:
     values = dict(record)
     values.setdefault("node_selection", "pack")  # models from before cons_tres was modelled
     values.setdefault("bf_whole_nodes", False)  # and before backfill held whole nodes
+    values.setdefault("event_pass", "at_once")  # and before a submit waited for the background loop
     priority = multifactor_from_record(values.pop("priority", {}))
     return SlurmParams(**values, priority=priority)
 

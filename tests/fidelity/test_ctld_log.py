@@ -9,7 +9,7 @@ import pytest
 
 from rltuned.cli import main
 from rltuned.errors import TraceError
-from rltuned.fidelity.ctld_log import load_ctld_log, refine, save_job_lines
+from rltuned.fidelity.ctld_log import MAIN, CtldTimes, fit_background, load_ctld_log, refine, save_job_lines
 from rltuned.fidelity.observed import load_sacct
 
 SACCT = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "sacct-lab-small.txt"
@@ -40,6 +40,27 @@ def test_submits_starts_with_their_scheduler_and_ends(tmp_path: Path) -> None:
     assert {k: v % 60 for k, v in times.start.items()} == pytest.approx({"1": 0.957, "2": 1.958})
     assert times.started_by == {"1": "main", "2": "backfill"}
     assert {k: v % 60 for k, v in times.end.items()} == pytest.approx({"1": 30.981, "2": 31.5})
+
+
+def _passes(starts: list[float], ends: dict[str, float] | None = None) -> CtldTimes:
+    ids = [str(i) for i in range(len(starts))]
+    return CtldTimes({}, dict(zip(ids, starts, strict=True)), dict.fromkeys(ids, MAIN), ends or {})
+
+
+def test_the_background_loops_grid_is_fitted_from_its_passes() -> None:
+    """Passes every 1.003 s from 100.4 (ticks 0, 3, 17, 40, 90 and 200; 200 ticks drift 0.6 s from a 1 s
+    grid), plus one start 0.05 s after a completion, off the grid, which the fit leaves out."""
+    starts = [100.4 + k * 1.003 for k in (0, 3, 17, 40, 90, 200)] + [150.0]
+    loop = fit_background(_passes(starts, {"x": 149.95}))
+    assert loop is not None
+    assert loop.passes == 6
+    assert loop.period_s == pytest.approx(1.003, abs=1e-9)
+    assert (loop.phase_s - 100.4) / 1.003 == pytest.approx(round((loop.phase_s - 100.4) / 1.003), abs=1e-6)
+
+
+def test_no_grid_from_too_few_or_scattered_passes() -> None:
+    assert fit_background(_passes([100.4, 101.4, 102.4, 103.4])) is None
+    assert fit_background(_passes([100.0 + k * 7.37 + (k * k % 10) / 10 for k in range(12)])) is None
 
 
 def test_a_bad_time_names_the_file_and_line(tmp_path: Path) -> None:

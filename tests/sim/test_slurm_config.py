@@ -36,6 +36,7 @@ def test_scheduler_and_priority_settings_are_read() -> None:
     assert (params.bf_interval_s, params.bf_max_job_test) == (45, 100)
     assert (params.bf_window_min, params.bf_resolution_s) == (2880, 300)
     assert params.sched_interval_s == 60  # not listed: Slurm's default
+    assert (params.batch_sched_delay_s, params.event_pass) == (3, "background")
     assert params.priority == Multifactor(
         weight_age=500,
         weight_fairshare=10000,
@@ -46,6 +47,16 @@ def test_scheduler_and_priority_settings_are_read() -> None:
     assert params.fairshare_half_life_s == 14 * 86400.0
     assert not params_from_show_config("SchedulerType = sched/builtin\n").backfill
     assert params_from_record(json.loads(json.dumps(params_record(params)))) == params
+
+
+def test_a_model_recorded_before_a_setting_existed_keeps_the_slurm_it_was_trained_in() -> None:
+    """Manifests written before node selection, whole-node reservations and the background loop's passes
+    were modelled read back as the model that trained them."""
+    record = params_record(SlurmParams())
+    for key in ("node_selection", "bf_whole_nodes", "event_pass"):
+        del record[key]
+    old = params_from_record(record)
+    assert (old.node_selection, old.bf_whole_nodes, old.event_pass) == ("pack", False, "at_once")
 
 
 def test_training_models_the_given_slurm_and_evaluation_reads_it_back(tmp_path: Path) -> None:
@@ -84,6 +95,7 @@ def test_the_labs_own_slurm_is_read(slurm_lab: SlurmLab, tmp_path: Path) -> None
     params = params_from_show_config(slurm_lab.run(["scontrol", "show", "config"]).stdout)
     assert params.backfill
     assert (params.sched_interval_s, params.bf_interval_s) == (1, 1)
+    assert params.batch_sched_delay_s == 0
     assert params != SlurmParams()
     sinfo = tmp_path / "lab.json"
     sinfo.write_text(json.dumps(slurm_lab.sinfo_json()))

@@ -8,6 +8,7 @@ job id.
 from __future__ import annotations
 
 from rltuned.core import CoreSettings, Lever
+from rltuned.core.plan import Action
 from rltuned.sim.simulator import SimResult
 from rltuned.sim.slurm import SlurmParams, SlurmRun
 from rltuned.sim.ticks import TickSettings, run_ticks
@@ -66,6 +67,50 @@ def test_a_slurm_run_without_backfill_matches_the_event_simulators_fcfs_on_one_n
     jobs = [job(i, 10.0 * i, 2, 100.0 + 7 * i) for i in range(8)]
     result = SlurmRun(ONE_NODE, jobs, params=SlurmParams(backfill=False)).run()
     assert [r.start for r in result.records] == sorted(r.start for r in result.records)
+
+
+# When the main scheduler first tries a job. Slurm 22.05's submit and update RPCs only ask for a pass;
+# slurmctld's background loop (about once a second, on a grid from the first submit here) runs it once
+# batch_sched_delay (3 s) has passed since its last pass. A completion runs one at once.
+
+
+def test_a_submit_waits_for_the_background_loops_next_pass() -> None:
+    """A arrives at 0 and starts in that second's pass. B, which fits beside it, arrives at 1: its pass
+    comes at 3, batch_sched_delay after the last. C arrives at 10.5 and waits for the next second (11).
+    Models trained before this was modelled (`at_once`) start each job at its submit."""
+    jobs = [job(0, 0, 1, 100, 120), job(1, 1, 1, 100, 120), job(2, 10.5, 1, 100, 120)]
+    assert starts(SlurmRun(ONE_NODE, jobs).run()) == {0: 0, 1: 3, 2: 11}
+    legacy = SlurmParams(event_pass="at_once")
+    assert starts(SlurmRun(ONE_NODE, jobs, params=legacy).run()) == {0: 0, 1: 1, 2: 10.5}
+    # The loop's grid as fitted from slurmctld's log, a quarter second off the submits (sched/builtin:
+    # backfill keeps its own clock).
+    observed = SlurmParams(backfill=False, background_phase_s=-7.75)
+    assert starts(SlurmRun(ONE_NODE, jobs, params=observed).run()) == {0: 0.25, 1: 3.25, 2: 11.25}
+
+
+def test_batch_sched_delay_zero_leaves_only_the_one_second_grid() -> None:
+    """The lab's setting (batch_sched_delay=0, sched_interval=1): B at 1 starts at once (1 is on the
+    grid), C at 10.5 at 11."""
+    jobs = [job(0, 0, 1, 100, 120), job(1, 1, 1, 100, 120), job(2, 10.5, 1, 100, 120)]
+    lab = SlurmParams(batch_sched_delay_s=0, sched_interval_s=1)
+    assert starts(SlurmRun(ONE_NODE, jobs, params=lab).run()) == {0: 0, 1: 1, 2: 11}
+
+
+def test_a_completion_runs_a_pass_at_once() -> None:
+    """A holds the node until 100.5; B waits for it and starts at A's completion, off the grid."""
+    jobs = [job(0, 0, 4, 100.5, 120), job(1, 1, 4, 10, 60)]
+    assert starts(SlurmRun(ONE_NODE, jobs).run()) == {0: 0, 1: 100.5}
+
+
+def test_a_priority_update_waits_for_the_background_loop_too() -> None:
+    """sched/builtin: A (2 GPUs) runs until 1000, B (4 GPUs) blocks C (1 GPU) behind it. An update at
+    50.4 puts C first: it starts in the pass at 51, not at the write."""
+    jobs = [job(0, 0, 2, 1000, 1200), job(1, 1, 4, 10, 60), job(2, 2, 1, 10, 60)]
+    first = Action(job_id=2, kind="priority", fields=(("Priority", "1000000"),), value=1_000_000)
+    builtin = SlurmParams(backfill=False)
+    assert starts(SlurmRun(ONE_NODE, jobs, params=builtin, writes=[(50.4, first)]).run())[2] == 51
+    legacy = SlurmParams(backfill=False, event_pass="at_once")
+    assert starts(SlurmRun(ONE_NODE, jobs, params=legacy, writes=[(50.4, first)]).run())[2] == 50.4
 
 
 # The daemon in the loop: an 8-GPU node; A fills it from 0 to 100. B (2 GPUs, limit 600) and C (2 GPUs,
