@@ -30,6 +30,14 @@ def test_helios_has_five_vcs_of_8_gpu_nodes() -> None:
     assert {n.gpus for n in spec.nodes} == {8}
 
 
+def test_wagap_is_its_machine_file() -> None:
+    """wagap-2013.swf.machines: zewura 20 x 80 cores, zegox 48 x 12 (memory there in KiB)."""
+    spec = load_cluster("wagap")
+    shapes = {(n.gpu_type, n.gpus, n.cpus, n.mem_mb) for n in spec.nodes}
+    assert shapes == {("zewura", 80, 80, 529426432 // 1024), ("zegox", 12, 12, 94035968 // 1024)}
+    assert (len(spec.nodes), spec.total_gpus) == (68, 20 * 80 + 48 * 12)
+
+
 def test_every_preset_loads() -> None:
     for name in preset_names():
         spec = load_cluster(name.replace("swf-N", "swf-16"))

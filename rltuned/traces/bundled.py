@@ -18,6 +18,7 @@ _BUNDLED: dict[str, str] = {
     "openb": "openb/openb_pod_list_default.csv.xz",
     "hpc2n": "swf/hpc2n.swf.xz",
     "nasa": "swf/NASA-iPSC-1993-3.1-cln.swf.xz",
+    "wagap": "swf/wagap-2013.swf.xz",
 }
 
 

@@ -5,8 +5,9 @@ which append node lists, queue names and PBS resource strings) are ignored. `-1`
 HPC logs count processors, not GPUs: the requested processors (field 8, else the allocated ones, field 5)
 become `gpus`, so a CPU log can drive a GPU simulation as a stand-in for its size and runtime mix.
 The requested time (field 9) is the job's `time_limit` (None if -1 or 0), which is what these logs are
-bundled for. A run time of -1 or 0 is filtered as `unknown_runtime`; any other negative number is a
-corrupt field and makes the row malformed (MetaCentrum's wagap-2013 log has two such rows).
+bundled for. A run time of -1 or 0 is filtered as `unknown_runtime`, and so is one of exactly -(submit + wait), an
+end time never recorded (MetaCentrum's wagap-2013 log has two such rows); any other negative number is a
+corrupt field and makes the row malformed.
 User and group numbers become `u<N>` and `g<N>` (user and account); the queue and partition fields
 are not carried over, so jobs are not restricted to a partition.
 """
@@ -53,6 +54,8 @@ def _records(handle: IO[str]) -> Iterator[tuple[int, list[str]]]:
 
 
 def _job(line: int, fields: list[str], job_id: int) -> Parsed:
+    if _never_ended(fields):
+        return "unknown_runtime"
     runtime = _field(fields, 4, "run time")
     processors = _field(fields, 8, "requested processors")
     if processors == UNKNOWN:
@@ -75,6 +78,16 @@ def _job(line: int, fields: list[str], job_id: int) -> Parsed:
         user=_tag("u", fields[11]),
         account=_tag("g", fields[12]),
     )
+
+
+def _never_ended(fields: list[str]) -> bool:
+    """A run time of exactly -(submit + wait): the log computed end - start with an end time of 0, one
+    never recorded (MetaCentrum's wagap-2013 log has two such rows)."""
+    try:
+        runtime, submit, wait = (float(fields[i]) for i in (3, 1, 2))
+    except ValueError:
+        return False  # the fields' own checks name the bad one
+    return runtime < 0 and submit > 0 and runtime == -(submit + max(wait, 0.0))
 
 
 def _field(fields: list[str], position: int, name: str) -> float:

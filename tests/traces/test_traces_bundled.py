@@ -25,6 +25,7 @@ EXPECTED: dict[str, tuple[str, int, int, dict[str, int]]] = {
     "openb": ("openb", 8_152, 6_203, {"cpu_only": 1_088, "never_started": 861}),
     "hpc2n": ("swf", 3_170, 3_145, {"unknown_runtime": 25}),
     "nasa": ("swf", 18_239, 18_066, {"unknown_runtime": 173}),
+    "wagap": ("swf", 17_900, 17_898, {"unknown_runtime": 2}),
 }
 
 
@@ -112,3 +113,13 @@ def test_swf_values() -> None:
     nasa = bundled("nasa")
     assert not nasa.report.has_time_limits
     assert all(j.time_limit is None for j in nasa.jobs)
+
+
+def test_wagap_rows_that_never_ended_are_filtered_not_malformed() -> None:
+    """Rows 4185 and 4199 have run time -(submit + wait): end - start with an end time of 0."""
+    wagap = bundled("wagap")
+    names = {j.name for j in wagap.jobs}
+    assert "4185" not in names and "4199" not in names and "4186" in names
+    first = wagap.jobs[0]  # 0 1356996147 0 56011 64 1 1024 64 86400 ... 1 62 1 ... q_1d 1:ppn=64
+    assert (first.submit, first.runtime, first.gpus, first.time_limit) == (1356996147.0, 56011.0, 64, 86400.0)
+    assert (first.user, wagap.report.has_time_limits) == ("u62", True)
