@@ -144,13 +144,16 @@ def sha256(path: Path) -> str:
 
 
 def git_commit() -> str:
-    """The commit the code was trained from, marked dirty if the tree had changes."""
+    """The commit the code was trained from, marked dirty if the tree had changes. Asked of the
+    checkout this package was imported from, not the working directory's (a run started elsewhere, or
+    from a worktree on PYTHONPATH, would record another tree's commit)."""
+    here = Path(__file__).resolve().parent
     try:
         rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True, cwd=here
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain"], capture_output=True, text=True, timeout=5, check=True
+            ["git", "status", "--porcelain"], capture_output=True, text=True, timeout=5, check=True, cwd=here
         )
     except (OSError, subprocess.SubprocessError):
         return "unknown"

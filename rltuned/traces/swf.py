@@ -5,9 +5,9 @@ which append node lists, queue names and PBS resource strings) are ignored. `-1`
 HPC logs count processors, not GPUs: the requested processors (field 8, else the allocated ones, field 5)
 become `gpus`, so a CPU log can drive a GPU simulation as a stand-in for its size and runtime mix.
 The requested time (field 9) is the job's `time_limit` (None if -1 or 0), which is what these logs are
-bundled for. A run time of -1 or 0 is filtered as `unknown_runtime`, and so is one of exactly -(submit + wait), an
-end time never recorded (MetaCentrum's wagap-2013 log has two such rows); any other negative number is a
-corrupt field and makes the row malformed.
+bundled for. A run time of -1 or 0 is filtered as `unknown_runtime`, and so is one of exactly
+-(submit + wait), an end time never recorded (MetaCentrum's wagap-2013 log has two such rows); any other
+negative number is a corrupt field and makes the row malformed.
 User and group numbers become `u<N>` and `g<N>` (user and account); the queue and partition fields
 are not carried over, so jobs are not restricted to a partition.
 """

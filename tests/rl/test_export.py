@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 from rltuned.errors import ModelLoadError
 from rltuned.features import ACTOR_FEATURES, MAX_JOBS
 from rltuned.rl.agent import Actor
-from rltuned.rl.export import export_actor, load_model
+from rltuned.rl.export import export_actor, git_commit, load_model
 
 
 @pytest.fixture
@@ -103,3 +104,16 @@ def test_the_rank_prior_is_part_of_the_exported_model(tmp_path: Path) -> None:
     # Untrained, the prior alone ranks: the base order, slot 0 first, padding never.
     assert torch.equal(scores[:20].argsort(descending=True), torch.arange(20))
     assert float(scores[:20][0] - scores[:20][1]) == pytest.approx(0.7)
+
+
+def test_the_recorded_commit_is_the_imported_codes_not_the_working_directorys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training run started from another directory records the commit of the code it runs."""
+    package = Path(__file__).resolve().parents[2] / "rltuned"
+    rev = ["git", "rev-parse", "HEAD"]
+    head = subprocess.run(rev, check=False, capture_output=True, text=True, cwd=package)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    monkeypatch.chdir(tmp_path)
+    assert git_commit().removesuffix("-dirty") == head.stdout.strip()
