@@ -33,8 +33,14 @@ _BACKFILL = re.compile(r"^sched/backfill: _start_job: Started JobId=(\d+) ")
 _DONE = re.compile(r"^_job_complete: JobId=(\d+) done")
 
 MAIN, BACKFILL = "main", "backfill"
-AFTER_COMPLETION_S = 0.3
-"""A main-scheduler start this soon after a completion came from the completion's own pass."""
+AFTER_COMPLETION_S = 0.1
+"""A main-scheduler start this soon after a completion came from the completion's own pass: on the lab
+(no epilog) those started 8-75 ms after slurmctld logged the completion."""
+SAME_PASS_S = 0.05
+"""Starts this close together came from one pass (a pass starts its jobs within milliseconds)."""
+MIN_PASSES = 10
+"""Fewer passes than this can line up on some candidate period by chance (one in a few hundred random
+sets of 10 reaches the concentration threshold; one in three of 5)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +132,7 @@ class BackgroundLoop:
     phase_s: float
     """A time at which it ticked."""
     passes: int
-    """The main-scheduler starts it was fitted on."""
+    """The main-scheduler passes it was fitted on."""
     concentration: float
     """How well they sit on one grid: 1 = exactly, 0 = spread evenly over the second."""
 
@@ -136,11 +142,12 @@ PERIODS_S = tuple(1.0 + k * 1e-4 for k in range(101))
 
 
 def fit_background(times: CtldTimes, periods: Sequence[float] = PERIODS_S) -> BackgroundLoop | None:
-    """The loop's period and phase from the main scheduler's starts that no completion triggered (those
+    """The loop's period and phase from the main scheduler's passes that no completion triggered (those
     came from the loop's periodic or requested passes): the candidate period on which they line up best,
-    with their circular mean as the phase. Its period is a second plus its housekeeping (1.002-1.004 s on
+    with their circular mean as the phase. Its period is a second plus its housekeeping (1.002-1.003 s on
     the lab), so over a few minutes the phase drifts by a large part of a second: a grid of exactly 1 s
-    misplaces passes. None when fewer than 5 such starts, or they do not line up (concentration < 0.9)."""
+    misplaces passes. None (the model's 1 s grid from the first submit) when fewer than `MIN_PASSES`
+    such passes, or they do not line up (concentration < 0.9)."""
     ends = np.sort(np.fromiter(times.end.values(), float, len(times.end)))
     looped = []
     for job, at in times.start.items():
@@ -150,10 +157,12 @@ def fit_background(times: CtldTimes, periods: Sequence[float] = PERIODS_S) -> Ba
         if before and at - ends[before - 1] < AFTER_COMPLETION_S:
             continue
         looped.append(at)
-    if len(looped) < 5:
+    looped.sort()
+    passes = [t for i, t in enumerate(looped) if i == 0 or t - looped[i - 1] >= SAME_PASS_S]
+    if len(passes) < MIN_PASSES:
         return None
-    origin = min(looped)
-    rel = np.array(looped) - origin
+    origin = passes[0]
+    rel = np.array(passes) - origin
     best: tuple[float, float, float] | None = None
     for period in periods:
         mean = np.mean(np.exp(2j * np.pi * rel / period))
@@ -163,4 +172,4 @@ def fit_background(times: CtldTimes, periods: Sequence[float] = PERIODS_S) -> Ba
     concentration, period, phase = best
     if concentration < 0.9:
         return None
-    return BackgroundLoop(period, origin + phase, len(looped), concentration)
+    return BackgroundLoop(period, origin + phase, len(passes), concentration)

@@ -57,6 +57,8 @@ from rltuned.slurm.parse import natural_key
 FINISH, ARRIVAL = 0, 1
 Released = tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]
 INF = float("inf")
+GRID_TOLERANCE = 1e-9
+"""A time within this many grid steps of a grid point is on it (floating-point sums of steps drift)."""
 
 
 @dataclass(frozen=True)
@@ -274,9 +276,7 @@ class SlurmRun:
         start = self.engine.peek()
         if start == INF:
             return
-        beat = p.background_s
-        anchor = start if p.background_phase_s is None else _on_grid(p.background_phase_s, start, beat)
-        every = p.sched_interval_s * beat  # the periodic pass: every sched_interval of the loop's seconds
+        beat, anchor, every = self._background_grid(start)
         next_tick = next_bf = start
         next_sched = anchor
         asked = INF  # when a submit or write asked for a main pass that has not run yet (`_asked`)
@@ -287,6 +287,7 @@ class SlurmRun:
                 next_tick = _align(next_tick, t_event, self.interval_s)
                 next_sched = _align(next_sched, t_event, every)
                 next_bf = _align(next_bf, t_event, p.bf_interval_s)
+                last_pass = max(last_pass, next_sched - every)  # the periodic passes skipped still ran
             t_write = self._writes[self._next_write][0] if self._next_write < len(self._writes) else INF
             t_pass = _on_grid(anchor, max(asked, last_pass + p.batch_sched_delay_s), beat)
             now = min(t_event, next_tick, next_sched, next_bf if p.backfill else INF, t_write, t_pass)
@@ -315,6 +316,17 @@ class SlurmRun:
             else:
                 next_bf += p.bf_interval_s
                 self._backfill(now)
+
+    def _background_grid(self, start: float) -> tuple[float, float, float]:
+        """slurmctld's background loop: its period, a tick at or after `start`, and the periodic pass's
+        spacing (every `sched_interval` of its ticks). Models trained before it was modelled keep the
+        grid they were trained on (1 s, periodic passes every `sched_interval` from the first submit)."""
+        p = self.params
+        if p.event_pass == "at_once":
+            return p.background_s, start, p.sched_interval_s
+        beat, phase = p.background_s, p.background_phase_s
+        anchor = start if phase is None else _on_grid(phase, start, beat)
+        return beat, anchor, p.sched_interval_s * beat
 
     def _asked(self, asked: float, now: float, ran: bool) -> float:
         """A submit or job update asks for a main pass (`event_pass`; `ran`: one ran at this instant
@@ -535,10 +547,11 @@ class SlurmRun:
 
 
 def _on_grid(anchor: float, until: float, step: float) -> float:
-    """The first point of `anchor`'s grid (spacing `step`, both ways) at or after `until`."""
+    """The first point of `anchor`'s grid (spacing `step`, both ways) at or after `until` (`until` itself
+    when it lies on the grid up to rounding)."""
     if until == INF:
         return INF
-    return anchor + math.ceil((until - anchor) / step) * step
+    return max(until, anchor + math.ceil((until - anchor) / step - GRID_TOLERANCE) * step)
 
 
 def _align(at: float, until: float, step: float) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rltuned.cli import main
@@ -48,19 +49,25 @@ def _passes(starts: list[float], ends: dict[str, float] | None = None) -> CtldTi
 
 
 def test_the_background_loops_grid_is_fitted_from_its_passes() -> None:
-    """Passes every 1.003 s from 100.4 (ticks 0, 3, 17, 40, 90 and 200; 200 ticks drift 0.6 s from a 1 s
-    grid), plus one start 0.05 s after a completion, off the grid, which the fit leaves out."""
-    starts = [100.4 + k * 1.003 for k in (0, 3, 17, 40, 90, 200)] + [150.0]
+    """Passes every 1.003 s from 100.4 on 10 ticks up to 200 (200 ticks drift 0.6 s from a 1 s grid),
+    one of them starting two jobs 2 ms apart (one pass), plus a start 0.05 s after a completion, off the
+    grid, which the fit leaves out."""
+    ticks = (0, 3, 17, 40, 55, 90, 120, 150, 170, 200)
+    starts = [100.4 + k * 1.003 for k in ticks] + [100.4 + 3 * 1.003 + 0.002, 150.0]
     loop = fit_background(_passes(starts, {"x": 149.95}))
     assert loop is not None
-    assert loop.passes == 6
+    assert loop.passes == 10
     assert loop.period_s == pytest.approx(1.003, abs=1e-9)
     assert (loop.phase_s - 100.4) / 1.003 == pytest.approx(round((loop.phase_s - 100.4) / 1.003), abs=1e-6)
 
 
 def test_no_grid_from_too_few_or_scattered_passes() -> None:
-    assert fit_background(_passes([100.4, 101.4, 102.4, 103.4])) is None
-    assert fit_background(_passes([100.0 + k * 7.37 + (k * k % 10) / 10 for k in range(12)])) is None
+    """Nine passes are too few to tell a grid from chance, even perfectly aligned ones; so are ten jobs
+    of one pass. Fifty passes at random times do not line up."""
+    assert fit_background(_passes([100.4 + k for k in range(9)])) is None
+    assert fit_background(_passes([100.4 + k * 0.001 for k in range(10)])) is None
+    rng = np.random.default_rng(0)
+    assert fit_background(_passes(sorted(rng.uniform(0, 1800, 50).tolist()))) is None
 
 
 def test_a_bad_time_names_the_file_and_line(tmp_path: Path) -> None:

@@ -89,17 +89,27 @@ def test_a_submit_waits_for_the_background_loops_next_pass() -> None:
 
 
 def test_batch_sched_delay_zero_leaves_only_the_one_second_grid() -> None:
-    """The lab's setting (batch_sched_delay=0, sched_interval=1): B at 1 starts at once (1 is on the
-    grid), C at 10.5 at 11."""
+    """batch_sched_delay=0 (as in the lab): B at 1 is tried at once (1 is on the grid), C at 10.5 at 11.
+    With the default 3 s, B waits until 3 (above)."""
     jobs = [job(0, 0, 1, 100, 120), job(1, 1, 1, 100, 120), job(2, 10.5, 1, 100, 120)]
-    lab = SlurmParams(batch_sched_delay_s=0, sched_interval_s=1)
-    assert starts(SlurmRun(ONE_NODE, jobs, params=lab).run()) == {0: 0, 1: 1, 2: 11}
+    no_delay = SlurmParams(batch_sched_delay_s=0)
+    assert starts(SlurmRun(ONE_NODE, jobs, params=no_delay).run()) == {0: 0, 1: 1, 2: 11}
 
 
-def test_a_completion_runs_a_pass_at_once() -> None:
-    """A holds the node until 100.5; B waits for it and starts at A's completion, off the grid."""
-    jobs = [job(0, 0, 4, 100.5, 120), job(1, 1, 4, 10, 60)]
-    assert starts(SlurmRun(ONE_NODE, jobs).run()) == {0: 0, 1: 100.5}
+def test_a_completion_runs_a_pass_at_once_which_does_not_delay_the_next_request() -> None:
+    """A holds the node until 100.5; B waits for it and starts at A's completion, off the grid. C arrives
+    at 101.2: the completion's pass does not count as the loop's last pass, so C is tried at the next
+    tick (102), not batch_sched_delay after 100.5."""
+    jobs = [job(0, 0, 4, 100.5, 120), job(1, 1, 2, 10, 60), job(2, 101.2, 1, 10, 60)]
+    result = SlurmRun(ONE_NODE, jobs, params=SlurmParams(backfill=False)).run()
+    assert starts(result) == {0: 0, 1: 100.5, 2: 102}
+
+
+def test_the_periodic_passes_run_while_the_queue_is_empty() -> None:
+    """sched/builtin, sched_interval 60: A (0-10) empties the queue; the loop's periodic pass still runs
+    at 60, so B, submitted at 61.5, is tried batch_sched_delay after it, at 63 (not at 62)."""
+    jobs = [job(0, 0, 1, 10, 60), job(1, 61.5, 1, 10, 60)]
+    assert starts(SlurmRun(ONE_NODE, jobs, params=SlurmParams(backfill=False)).run()) == {0: 0, 1: 63}
 
 
 def test_a_priority_update_waits_for_the_background_loop_too() -> None:
