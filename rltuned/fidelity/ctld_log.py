@@ -163,13 +163,11 @@ def fit_background(times: CtldTimes, periods: Sequence[float] = PERIODS_S) -> Ba
         return None
     origin = passes[0]
     rel = np.array(passes) - origin
-    best: tuple[float, float, float] | None = None
-    for period in periods:
-        mean = np.mean(np.exp(2j * np.pi * rel / period))
-        if best is None or abs(mean) > best[0]:
-            best = (float(abs(mean)), period, float(np.angle(mean)) * period / (2 * np.pi))
-    assert best is not None
-    concentration, period, phase = best
+    candidates = np.array(periods)
+    means = np.exp(2j * np.pi * rel[None, :] / candidates[:, None]).mean(axis=1)  # one per period
+    k = int(np.argmax(np.abs(means)))  # the first of equals, as the candidates are listed
+    concentration, period = float(abs(means[k])), float(candidates[k])
     if concentration < 0.9:
         return None
+    phase = float(np.angle(means[k])) * period / (2 * np.pi)
     return BackgroundLoop(period, origin + phase, len(passes), concentration)
