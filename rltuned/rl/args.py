@@ -60,7 +60,8 @@ class Args:
     episodes_per_epoch: int = 24
     """episodes (windows) collected per update"""
     minutes: float | None = None
-    """stop after this much wall time, at the end of an epoch"""
+    """wall-time budget, validation included: an epoch is the last when one more epoch and its
+    validation would not fit (as long as the last ones took)"""
     pi_lr: float = 3e-3
     """actor learning rate"""
     vf_lr: float = 3e-3

@@ -223,7 +223,9 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
     args.extra["workers"] = collector.workers
     try:
         if validator is not None and "validation_base_scores" not in args.extra:
+            started = time.perf_counter()
             args.extra["validation_base_scores"] = collector.validate(None)
+            args.extra["validation_wall_s"] = time.perf_counter() - started  # the budget's first estimate
         curve = _epochs(args, collector, agent, (pi_opt, vf_opt), curve, wall_before - t0, progress)
     finally:
         collector.close()
@@ -252,13 +254,21 @@ def _epochs(
     checkpoint = out / "checkpoint.pt"
     pi_opt, vf_opt = opts
     for epoch in range(len(curve), args.epochs):
+        started = time.perf_counter()
         first_seed = args.seed * 1_000_003 + epoch * 1000
         ro = collector.collect(agent, range(first_seed, first_seed + args.episodes_per_epoch))
         if epoch == 0 and args.imitate_episodes == 0:
             agent.actor.fit_input(torch.from_numpy(np.stack(ro.actor)), torch.from_numpy(np.stack(ro.mask)))
         stats = update(agent, pi_opt, vf_opt, ro, args)
         wall = time.perf_counter() + clock_offset
-        over_budget = args.minutes is not None and wall >= args.minutes * 60
+        validates = bool(args.validate_every) and (epoch + 1) % args.validate_every == 0
+        over_budget = args.minutes is not None and out_of_time(
+            wall,
+            args.minutes * 60,
+            time.perf_counter() - started,
+            float(args.extra.get("validation_wall_s", 0.0)) if args.validate_every else 0.0,
+            validates,
+        )
         row = {
             "epoch": float(epoch + 1),
             "charts/episode_reward": float(np.mean(ro.episode_rewards)),
@@ -268,8 +278,9 @@ def _epochs(
             **stats,
         }
         last = epoch + 1 == args.epochs or over_budget
-        if args.validate_every and ((epoch + 1) % args.validate_every == 0 or last):
+        if args.validate_every and (validates or last):
             row.update(_validate(args, collector, agent, epoch + 1))
+            args.extra["validation_wall_s"] = time.perf_counter() + clock_offset - wall
             wall = time.perf_counter() + clock_offset
         row["time/wall_s"] = wall
         curve.append(row)
@@ -281,6 +292,18 @@ def _epochs(
         if over_budget:
             break
     return curve
+
+
+def out_of_time(wall_s: float, budget_s: float, epoch_s: float, validation_s: float, validates: bool) -> bool:
+    """Whether the epoch that just updated must be the last: the budget covers validation too.
+
+    An epoch that continues still pays its own scheduled validation, then one more epoch (as long as this
+    one) and that epoch's closing validation (as long as the last measured one); stopping now pays only
+    one validation. An ITP validation takes about as long as three epochs, so checking the wall time
+    alone overran a 55-minute budget by 23 minutes.
+    """
+    continue_s = (validation_s if validates else 0.0) + epoch_s + validation_s
+    return wall_s + continue_s > budget_s
 
 
 def _validate(args: Args, collector: Collector, agent: ActorCritic, epoch: int) -> dict[str, float]:

@@ -17,7 +17,7 @@ from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.evaluate import compare, tick_settings_of
 from rltuned.rl.export import load_model
-from rltuned.rl.ppo import Args, make_validator, train
+from rltuned.rl.ppo import Args, make_validator, out_of_time, train
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
@@ -149,3 +149,16 @@ def test_short_training_run_in_the_daemons_loop_beats_its_base_and_ships_its_bes
     base = np.mean([m.avg_bsld for m in result.base_metrics])
     rl = np.mean([m.avg_bsld for m in result.rl_metrics])
     assert rl < 0.85 * base, (base, rl)
+
+
+def test_the_time_budget_covers_validation_so_a_run_ends_inside_it() -> None:
+    # 40 min spent, epochs of 5 min, validations of 15 min, budget 60 min.
+    # Continuing after an epoch that does not validate: 40 + 5 + 15 = 60, on the budget: go on.
+    assert not out_of_time(40 * 60, 60 * 60, 5 * 60, 15 * 60, validates=False)
+    # The same epoch scheduled to validate: 40 + 15 + 5 + 15 = 75 > 60: this one is the last.
+    assert out_of_time(40 * 60, 60 * 60, 5 * 60, 15 * 60, validates=True)
+    # Wall time alone (the old check) would have started an epoch at 50 min that ends at 70 with validation.
+    assert out_of_time(50 * 60, 60 * 60, 5 * 60, 15 * 60, validates=False)
+    # Without validation only the next epoch has to fit.
+    assert not out_of_time(54 * 60, 60 * 60, 5 * 60, 0.0, validates=False)
+    assert out_of_time(56 * 60, 60 * 60, 5 * 60, 0.0, validates=False)
