@@ -11,6 +11,8 @@ from typing import Any
 
 from rltuned.errors import UsageError
 
+VALIDATION_SCORES = ("pooled", "per_window")
+
 
 @dataclass
 class Args:
@@ -103,6 +105,9 @@ class Args:
     after the last epoch); the exported actor is then the best on validation, not the last (0: never)"""
     validation_window: int | None = None
     """jobs per validation window (default: 1,024, 512 or 256, whichever gives the split six windows)"""
+    validation_score: str = "pooled"
+    """pooled: the normalized gap of the mean scores over the validation windows (the paper's); per_window:
+    the mean of each window's normalized gap, so that one heavy window cannot choose the checkpoint"""
     resume: bool = False
     """continue from out/checkpoint.pt"""
     # Filled at runtime
@@ -141,6 +146,8 @@ class Args:
             ),
             (self.workers >= 0, "workers", self.workers, ">= 0 (0: one per core)"),
         ]
+        rules.append((self.validation_score in VALIDATION_SCORES, "validation_score", self.validation_score,
+                      " | ".join(VALIDATION_SCORES)))  # fmt: skip
         for ok, name, value, rule in rules:
             if not ok:
                 raise UsageError(f"--{name.replace('_', '-')} must be {rule}, got {value}")

@@ -310,7 +310,7 @@ def _validate(args: Args, collector: Collector, agent: ActorCritic, epoch: int) 
     """Score the deterministic policy on the validation windows; keep its actor if it is the best yet."""
     base = args.extra["validation_base_scores"]
     scores = collector.validate(agent)
-    g = gap(base, scores, args.metric)
+    g = gap(base, scores, args.metric, args.validation_score)
     best = args.extra.get("validation")
     if best is None or g > best["gap"]:
         path = Path(args.out) / BEST_FILE
