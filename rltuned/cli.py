@@ -277,6 +277,17 @@ def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="validation (first 80%% trains, next 10%%): where every choice is made; test (last 10%%): run "
         "once per shipped model; all: a trace kept apart from training",
     )
+    ev.add_argument(
+        "--heuristics",
+        action="store_true",
+        help="instead of model vs base: the model against every heuristic the daemon can serve and Slurm "
+        "alone (multifactor as trained), per window, with tails and fairness",
+    )
+    ev.add_argument(
+        "--tuned",
+        type=Path,
+        help="with --heuristics: also Slurm alone with the weights in this `rltunectl tune --json` output",
+    )
     ev.add_argument("--json", action="store_true")
     ev.add_argument("--plot", help="write box plots and a wait CDF to this PNG")
 
@@ -523,6 +534,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from rltuned.sim.ticks import TickSettings
 
     _require(args.warmup is None or args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
+    _require(args.tuned is None or args.heuristics, "--tuned needs --heuristics")
+    _require(not (args.plot and args.heuristics), "--plot draws model vs base, not --heuristics")
     import torch
 
     torch.set_num_threads(1)  # one 256-slot MLP per decision: a second thread only adds overhead
@@ -555,7 +568,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         placement = args.placement or str(manifest.get("placement", "pack"))
         config = SimConfig(placement=placement, backfill=backfill)
-    results = [compare(model, jobs, cluster, b, config, windows, warmup) for b in bases]
     header = {
         "model": str(args.model), "trace": args.trace, "split": args.split, "cluster": cluster.name,
         "loop": loop, "estimates": model_name, "estimates_seed": args.estimates_seed,
@@ -563,6 +575,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "jobs_per_window": windows[0].stop - windows[0].start, "sequences": len(windows),
         "windows": "disjoint" if args.sequences is None else "random", "window_seed": args.seed,
     }  # fmt: skip
+    if args.heuristics:
+        return _print_standings(args, model, bases[0], jobs, cluster, config, windows, warmup, header)
+    results = [compare(model, jobs, cluster, b, config, windows, warmup) for b in bases]
     body = {**header, "results": [r.as_dict() for r in results]}
     if args.plot:
         plot(results, args.plot)
@@ -573,15 +588,59 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_standings(
+    args: argparse.Namespace,
+    model: Any,
+    base: str,
+    jobs: list[Job],
+    cluster: ClusterSpec,
+    config: Any,
+    windows: list[Window],
+    warmup: int,
+    header: dict[str, Any],
+) -> int:
+    from rltuned.rl.standings import COLUMNS, render_standings, standings
+    from rltuned.sim.slurm_config import multifactor_from_record
+
+    tuned = None
+    if args.tuned is not None:
+        try:
+            tuned = multifactor_from_record(json.loads(args.tuned.read_text())["chosen"]["weights"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"--tuned {args.tuned}: not a `rltunectl tune --json` output ({exc})") from exc
+    rows = standings(model, base, jobs, cluster, config, windows, warmup, tuned)
+    if args.json:
+        body = {
+            **header,
+            "standings": [
+                {"name": r.name, **{key: r.mean(key) for key, _ in COLUMNS},
+                 "per_window_bsld": [m.avg_bsld for m in r.windows],
+                 "model_wins_losses_ties": None if r is rows[0] else rows[0].record_against(r)}
+                for r in rows
+            ],
+        }  # fmt: skip
+        print(json.dumps(body, indent=2))
+    else:
+        print(describe_evaluation(header) + "\n")
+        print(render_standings(rows))
+    return 0
+
+
 LOOP_NAMES = {"ticks": "the daemon's loop", "paper": "paper-replication loop"}
+
+
+def describe_evaluation(header: dict[str, Any]) -> str:
+    return (
+        f"model {header['model']} on {header['trace']} ({header['split']}), cluster {header['cluster']}, "
+        f"{LOOP_NAMES[header['loop']]}, estimates "
+        f"{header['estimates']}, placement {header['placement']}, backfill {header['backfill']}, "
+        f"{header['sequences']} x {header['jobs_per_window']} jobs (warm-up {header['warmup_jobs']})"
+    )
 
 
 def render_evaluation(body: dict[str, Any]) -> str:
     lines = [
-        f"model {body['model']} on {body['trace']} ({body['split']}), cluster {body['cluster']}, "
-        f"{LOOP_NAMES[body['loop']]}, estimates "
-        f"{body['estimates']}, placement {body['placement']}, backfill {body['backfill']}, "
-        f"{body['sequences']} x {body['jobs_per_window']} jobs (warm-up {body['warmup_jobs']})",
+        describe_evaluation(body),
         "",
         f"{'base':>12} {'metric':>11} {'base':>12} {'RL':>12} {'improvement':>12}",
     ]

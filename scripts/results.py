@@ -24,7 +24,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,6 @@ import torch
 
 import rltuned
 from rltuned.clusters import load_cluster
-from rltuned.core.inputs import unreadable_inputs
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates
 from rltuned.policies.multifactor import Multifactor
@@ -42,9 +41,9 @@ from rltuned.rl.env import METRICS as METRIC_KEY
 from rltuned.rl.evaluate import LOWER_IS_BETTER, make_side, tick_settings_of
 from rltuned.rl.export import LoadedModel, git_commit, load_model
 from rltuned.rl.splits import disjoint_windows, split_range
+from rltuned.rl.standings import SLURM_ALONE, SLURM_TUNED, contenders, run_contender
 from rltuned.sim.metrics import Metrics, compute_metrics
 from rltuned.sim.simulator import SimConfig
-from rltuned.sim.slurm import SlurmRun
 from rltuned.sim.slurm_config import multifactor_from_record
 from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
@@ -52,10 +51,6 @@ from rltuned.traces.bundled import resolve_trace
 
 CACHE = Path(".cache/results")
 """Finished runs by their inputs (git-ignored): regenerating after adding a model reruns only its own."""
-BASES = ("fcfs", "sjf", "wfp3", "f1", "f2", "f3", "f4", "saf", "unicep")
-SLURM_ALONE = ("slurm-multifactor", "slurm-multifactor-tuned")
-"""Slurm with no daemon: multifactor with the weights the model was trained under (default 1000 each), and
-with the weights `rltunectl tune` chose on the validation split (docs/tuned/TRACE.json)."""
 TUNED = Path("docs/tuned")
 COLUMNS = (("avg_bsld", "bounded slowdown"), ("avg_wait_s", "mean wait (s)"), ("p95_wait_s", "p95 wait"),
            ("p99_wait_s", "p99 wait"), ("max_wait_s", "max wait"), ("gpu_util", "GPU util"),
@@ -130,12 +125,10 @@ def replace_sections(text: str, new: dict[str, str]) -> str:
 def section(model_dir: Path, seeds: int, pool: ProcessPoolExecutor) -> str:
     m = load_model(model_dir).manifest
     key = METRIC_KEY[str(m["metric"])]
-    ticks = m.get("loop", "paper") == "ticks"
     # In the daemon's loop only the bases the daemon can serve count as heuristics, and Slurm alone (its
-    # multifactor as configured, and as `rltunectl tune` would configure it) is one more.
-    bases = [b for b in BASES if not ticks or unreadable_inputs(b) is None]
-    if ticks:
-        bases += [b for b in SLURM_ALONE if b == SLURM_ALONE[0] or (TUNED / f"{m['trace']}.json").is_file()]
+    # multifactor as configured, and as `rltunectl tune` would configure it) is one more (rl/standings.py).
+    config, _ = loop_of(m)
+    bases = contenders(config, tuned=(TUNED / f"{m['trace']}.json").is_file())
     d = str(model_dir)
 
     def run(tasks: Sequence[Task]) -> list[Metrics]:
@@ -357,10 +350,10 @@ def run_task(task: Task) -> Metrics:
     jobs = trace_jobs(str(m["trace"]), estimates, seed)
     config, _ = loop_of(m)
     if isinstance(config, TickSettings):
-        config = tick_settings_of(m, str(m["base"]) if task.base in SLURM_ALONE else task.base)
+        config = tick_settings_of(m, str(m["base"]) if task.base in (SLURM_ALONE, SLURM_TUNED) else task.base)
     # The same run for two models (a heuristic on the same trace, cluster and loop) is computed once.
     model_sha = None if task.with_model is None else model_at(task.with_model).manifest["sha256"]
-    tuned = tuned_weights(str(m["trace"])) if task.base == "slurm-multifactor-tuned" else None
+    tuned = tuned_weights(str(m["trace"])) if task.base == SLURM_TUNED else None
     key = [code_digest(), repr(config), m["trace"], m["cluster"], estimates, seed, int(m.get("warmup", 0)),
            task.base, task.split, task.window, model_sha, repr(tuned)]  # fmt: skip
     cached = CACHE / (hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest() + ".json")
@@ -369,16 +362,11 @@ def run_task(task: Task) -> Metrics:
     window = disjoint_windows(split_range(len(jobs), task.split))[task.window]
     chunk, warm = window.with_warmup(jobs, int(m.get("warmup", 0)))
     cluster = load_cluster(str(m["cluster"]))
-    if task.base in SLURM_ALONE:
-        assert isinstance(config, TickSettings)
-        params = config.slurm
-        if task.base == "slurm-multifactor-tuned":
-            params = replace(params, priority=tuned_weights(str(m["trace"])))
-        metrics = compute_metrics(SlurmRun(cluster, chunk, warm, params, config.interval_s).run())
+    if task.with_model is None:
+        metrics = compute_metrics(run_contender(task.base, cluster, chunk, warm, config, tuned))
     else:
         side = make_side(cluster, task.base, config)
-        model = None if task.with_model is None else model_at(task.with_model)
-        metrics = compute_metrics(side(chunk, warm, model))
+        metrics = compute_metrics(side(chunk, warm, model_at(task.with_model)))
     CACHE.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(asdict(metrics)))
     return metrics
