@@ -30,6 +30,9 @@ class CoreSettings:
     milp: MilpConfig = field(default_factory=MilpConfig)
     lever: Lever = field(default_factory=Lever)
     guard: GuardSettings = field(default_factory=GuardSettings)
+    refresh_s: float = 0.0
+    """On a quiet tick (nothing changed since the last decision, whose plan was written whole) decide
+    again only this long after it (`quiet.py`); 0: every tick."""
 
     @property
     def places(self) -> bool:

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from rltuned.core.levers import EXCLUDED_NODES, OVERSUBSCRIBE, PRIORITY, RANKING_LEVERS, SITE_FACTOR
 from rltuned.core.placement import Placement, Placements
+from rltuned.core.quiet import LastDecision
 from rltuned.core.ranking import Ranking
 from rltuned.domain import ClusterSpec, Job
 from rltuned.slurm.hostlist import compress
@@ -58,6 +59,8 @@ class Written:
         self.displaced_since: Mapping[int, float] = {}
         """The starvation guard's clock (`core/guard.py`): since when each job has been pushed far below
         its base rank. Committed by the applier from each tick's decision."""
+        self.last_decision: LastDecision | None = None
+        """The last tick that decided (`core/quiet.py`), set by the applier once its writes are done."""
 
     def get(self, job_id: int) -> Change:
         return self._changes.get(job_id, UNTOUCHED)

@@ -63,6 +63,10 @@ class PolicySettings(_Section):
     """Runtime estimate for jobs without a time limit (Slurm's INFINITE)."""
     max_inference_ms: float = Field(1000.0, gt=0)
     """A policy slower than this is treated as broken for the tick (base policy instead)."""
+    refresh_s: float = Field(0.0, ge=0)
+    """On a quiet tick (the same pending and running jobs and free resources as at the last decision,
+    whose plan was written whole) decide again only this long after it (`core/quiet.py`); 0: every tick.
+    Set it to the model's manifest `refresh_s`: the loop it was trained in."""
     model_dirs: tuple[Path, ...] = ()
     """Where `rltunectl reload-model PATH` may load a model from, besides the configured model's own
     parent directory (a model's ranking is written with the daemon's Operator rights)."""
@@ -236,7 +240,9 @@ class Settings(BaseSettings):
             p.steer_untyped,
         )
         milp = MilpConfig(p.milp_k, p.time_limit_ms)
-        return CoreSettings(self.policy.max_inference_ms, milp, lever, self.guard.settings())
+        return CoreSettings(
+            self.policy.max_inference_ms, milp, lever, self.guard.settings(), self.policy.refresh_s
+        )
 
     @classmethod
     def settings_customise_sources(

@@ -20,6 +20,7 @@ from typing import Any
 from rltuned.core import Action, Change, Placements, Plan, Ranking, decide
 from rltuned.core.inputs import HISTORY_INPUTS, POLICY_INPUTS
 from rltuned.core.levers import HOLD_RELEASE, LEVERS
+from rltuned.core.quiet import LastDecision, due, signature
 from rltuned.daemon.config import Settings
 from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
@@ -52,7 +53,8 @@ class TickReport:
     tick: int
     mode: str
     result: str
-    """"ok", "error" (Slurm unreadable: skipped) or "abandoned" (stop requested before applying)."""
+    """"ok", "quiet" (nothing changed since the last decision: nothing decided, `core/quiet.py`), "error"
+    (Slurm unreadable: skipped) or "abandoned" (stop requested before applying)."""
     error: str | None = None
     decision: Decision | None = None
     applied: Mapping[str, int] = field(default_factory=dict)
@@ -124,6 +126,11 @@ class Engine:
         """Slurm's accounting as last read (`read_history`); kept when a read fails."""
         self.history_at = -math.inf
         """When the accounting was last asked for (monotonic seconds), read or failed."""
+        self.last_decided: Decision | None = None
+        """The last tick's decision that was made (quiet ticks make none)."""
+        self.decided_as: tuple[str, int, Settings] | None = None
+        """The mode, model and settings of the last decision: a tick with others (a mode switch, a model
+        or config reload) or after a reset, which clears it, always decides."""
 
     @property
     def base(self) -> str:
@@ -203,7 +210,13 @@ class Engine:
         snapshot_s = time.perf_counter() - started
         self.progress_at = time.monotonic()
         self.ledger.keep_only(self.queue_ids)
+        core = self.settings.core()
+        same = self.decided_as == (mode, id(self.model), self.settings)
+        if same and not due(self.ledger.last_decision, view.snapshot, core.refresh_s):
+            report = TickReport(self.ticks, mode, "quiet", stages={"snapshot": snapshot_s})
+            return self._finish(report, started)
         decision = self.decide(view)
+        self.last_decided, self.decided_as = decision, None
         self.progress_at = time.monotonic()
         self._observe(decision)
         stages = {"snapshot": snapshot_s, **decision.stages}
@@ -217,6 +230,11 @@ class Engine:
             t0 = time.perf_counter()
             applied = self.apply(decision.plan, decision.view.info)
             stages["apply"] = time.perf_counter() - t0
+        if core.refresh_s > 0:  # shadow mode writes nothing, and its plan is as settled as it will get
+            ok = sum(n for key, n in applied.items() if key.endswith((":ok", ":gone", ":held")))
+            whole = decision.plan.capped == 0 and (mode != "enforce" or ok == len(decision.plan.actions))
+            self.ledger.last_decision = LastDecision(signature(view.snapshot), view.snapshot.now, whole)
+            self.decided_as = (mode, id(self.model), self.settings)
         reachable = "skipped:unreachable" not in applied
         report = TickReport(self.ticks, mode, "ok", None, decision, applied, stages)
         return self._finish(report, started, slurm_up=reachable)
@@ -290,6 +308,7 @@ class Engine:
         the priority anyway). When the ledger was lost, jobs whose priority lies in rltuned's band are
         undone too. What failed stays in the ledger for the next reset and is reported."""
         counts: Counter[str] = Counter()
+        self.decided_as = None  # the priorities go back to Slurm's: the next tick decides
         try:
             read = self.adapter.read()
         except SlurmError as exc:
@@ -420,7 +439,7 @@ class Engine:
         m = self.metrics
         m.slurm_up.set(1 if slurm_up else 0)
         m.ticks.labels(report.result).inc()
-        if report.result == "ok":
+        if report.result in ("ok", "quiet"):
             m.last_success.set(time.time())
         for stage, seconds in report.stages.items():
             m.tick_duration.labels(stage).observe(seconds)

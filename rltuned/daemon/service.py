@@ -101,8 +101,7 @@ def validated_model(path: Path, engine: Engine | None, base: str) -> LoadedModel
     tick."""
     model = load_model(path)
     check_model_base(model, base)
-    last = engine.last if engine is not None else None  # one reference read: no lock needed
-    decision = last.decision if last is not None else None
+    decision = engine.last_decided if engine is not None else None  # one reference read: no lock needed
     if engine is None or decision is None or not decision.view.snapshot.pending:
         return model
     obs = encode(decision.view.snapshot, make_policy(base))

@@ -36,6 +36,9 @@ class Args:
     """ticks: the daemon's interval_s"""
     lever: str = "priority"
     """ticks: the daemon's apply.lever (priority | site_factor)"""
+    refresh_s: float = 0.0
+    """ticks: the daemon's policy.refresh_s: a tick where nothing changed since the last decision decides
+    again only this long after it (core/quiet.py; 0: every tick)"""
     slurm_config: str | None = None
     """ticks: a saved `scontrol show config` of the Slurm to model (default: Slurm 22.05's defaults, with
     --backfill choosing sched/backfill or sched/builtin)"""
@@ -123,6 +126,7 @@ class Args:
             (self.episodes_per_epoch >= 1, "episodes_per_epoch", self.episodes_per_epoch, ">= 1"),
             (self.minutes is None or self.minutes > 0, "minutes", self.minutes, "> 0"),
             (self.interval_s > 0, "interval_s", self.interval_s, "> 0"),
+            (self.refresh_s >= 0, "refresh_s", self.refresh_s, ">= 0 (0: every tick)"),
             (self.pi_lr > 0, "pi_lr", self.pi_lr, "> 0"),
             (self.vf_lr > 0, "vf_lr", self.vf_lr, "> 0"),
             (self.update_epochs >= 1, "update_epochs", self.update_epochs, ">= 1"),

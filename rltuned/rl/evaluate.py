@@ -139,7 +139,9 @@ def tick_settings_of(manifest: Mapping[str, Any], base: str, backfill: bool | No
     interval = float(manifest.get("interval_s", 60.0))
     guard = manifest.get("guard")  # models from before the guard existed: today's default guard
     core = CoreSettings(
-        lever=lever, guard=GuardSettings(**guard) if isinstance(guard, Mapping) else GuardSettings()
+        lever=lever,
+        guard=GuardSettings(**guard) if isinstance(guard, Mapping) else GuardSettings(),
+        refresh_s=float(manifest.get("refresh_s", 0.0)),  # models from before quiet ticks: every tick
     )
     return TickSettings(base, interval, core, replace(slurm, backfill=bf))
 

@@ -6,7 +6,8 @@ least two visible jobs the agent returns a ranking of the state's slots (drawn f
 policy); the decision core turns it into the tick's plan exactly as the daemon would (placement, lever
 targets, the action cap), Slurm's priority order follows it, and Slurm's main scheduler and backfill
 start the jobs. Ticks with fewer than two visible jobs have only one ranking and are decided by the
-core without asking.
+core without asking; quiet ticks (nothing changed since the last decision, `core/quiet.py`) decide
+nothing, as in the daemon, so with `refresh_s` an episode has one action per change.
 
 Rewards are paid per tick: `dense` pays minus the waiting cost accrued since the previous tick (over
 the base side's score x jobs, as in `rl/env.py`); `terminal` pays the paper's normalized gap once.
@@ -114,11 +115,12 @@ class TickEnv:
         return empty_observation(), info["gap"] if self.weight is None else paid, True, False, info
 
     def _skip_trivial(self) -> None:
-        """Ticks with fewer than two visible jobs have one ranking: the core decides them."""
+        """Quiet ticks decide nothing (`core/quiet.py`), as in the daemon; ticks with fewer than two
+        visible jobs have one ranking: the core decides them. Neither is an action."""
         episode = self.episode
         assert episode is not None
-        while episode.snapshot is not None and len(episode.snapshot.pending) < 2:
-            episode.apply(episode.decide(None))
+        while episode.snapshot is not None and (episode.quiet or len(episode.snapshot.pending) < 2):
+            episode.step(None)
 
     def _waited(self) -> float:
         episode = self.episode

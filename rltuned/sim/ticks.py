@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from rltuned.core import CoreSettings, Decision, Written, decide
 from rltuned.core.inputs import unreadable_inputs
 from rltuned.core.plan import Pins
+from rltuned.core.quiet import LastDecision, due, signature
 from rltuned.daemon.pacing import Pacer
 from rltuned.domain import ClusterSnapshot, ClusterSpec, Job
 from rltuned.errors import UsageError
@@ -88,6 +89,26 @@ class TickEpisode:
     def done(self) -> bool:
         return self.result is not None
 
+    @property
+    def quiet(self) -> bool:
+        """Nothing changed since the last decision and `refresh_s` has not passed: the daemon writes
+        nothing this tick (`core/quiet.py`); `pass_quiet` goes on to the next."""
+        if self.snapshot is None:
+            return False
+        return not due(self.written.last_decision, self.snapshot, self.settings.core.refresh_s)
+
+    def pass_quiet(self) -> None:
+        if self.snapshot is None:
+            raise RuntimeError("the episode is over")
+        self._advance(None)
+
+    def step(self, model: LoadedModel | None) -> None:
+        """One tick as the daemon runs it: decide and write unless the tick is quiet."""
+        if self.quiet:
+            self.pass_quiet()
+        else:
+            self.apply(self.decide(model))
+
     def decide(self, model: LoadedModel | None) -> Decision:
         """The daemon's decision on the current snapshot."""
         if self.snapshot is None:
@@ -98,6 +119,7 @@ class TickEpisode:
         """Every write is accepted: the plan's jobs are all pending at the tick that planned them."""
         if self.snapshot is None:
             raise RuntimeError("the episode is over")
+        planned = decision.plan.actions
         if self.pacer is not None:
             deadline = self.snapshot.now + self.settings.interval_s / 2  # as `Engine.apply`
             sent = []
@@ -109,6 +131,9 @@ class TickEpisode:
         for action in decision.plan.actions:
             self.written.record_applied(action)
         decision.commit(self.written)
+        if self.settings.core.refresh_s > 0:  # what a quiet tick compares with (signatures cost a little)
+            whole = len(decision.plan.actions) == len(planned) and decision.plan.capped == 0
+            self.written.last_decision = LastDecision(signature(self.snapshot), self.snapshot.now, whole)
         self.guarded |= set(decision.ranking.guarded)
         self._advance(decision)
 
@@ -117,7 +142,7 @@ class TickEpisode:
 
     def _advance(self, decision: Decision | None) -> None:
         try:
-            snapshot = next(self._loop) if decision is None else self._loop.send(decision.plan)
+            snapshot = self._loop.send(None if decision is None else decision.plan)
         except StopIteration:
             self.snapshot = None
             self.result = replace(self.run.result(), guarded=frozenset(self.guarded))
@@ -136,5 +161,5 @@ def run_ticks(
     """The daemon (with `model`, or on its base policy alone) over Slurm, start to finish."""
     episode = TickEpisode(cluster, jobs, warmup, settings)
     while episode.result is None:
-        episode.apply(episode.decide(model))
+        episode.step(model)
     return episode.result

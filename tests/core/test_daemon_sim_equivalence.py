@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rltuned.core import CoreSettings, Lever
+from rltuned.core.quiet import signature
 from rltuned.daemon.config import Settings
 from rltuned.daemon.engine import Engine
 from rltuned.daemon.ledger import Ledger
@@ -123,7 +124,10 @@ def assert_alike(sim: TickEpisode, config: Settings, model: LoadedModel) -> None
         ledger.record(job_id, **asdict(change))
     adapter = FakeAdapter(squeue, sinfo, sim.snapshot.now, history=render_history(sim.snapshot.history))
     engine = Engine(config, adapter, model, ledger)
-    got = engine.decide(engine.read())
+    view = engine.read()
+    got = engine.decide(view)
+    # Quiet ticks (core/quiet.py): both sides see the same change, or none.
+    assert signature(view.snapshot) == signature(sim.snapshot)
 
     assert [j.id for j in got.ranking.order] == [j.id for j in expected.ranking.order]
     assert got.ranking.source == expected.ranking.source == "model"

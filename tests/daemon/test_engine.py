@@ -329,3 +329,47 @@ def test_history_is_not_read_for_a_base_that_does_not_need_it(tmp_path: Path) ->
     eng = engine(adapter, tmp_path, policy={"base": "sjf"})
     eng.read()
     assert adapter.history_asked == []
+
+
+def test_with_refresh_s_a_tick_where_nothing_changed_decides_nothing_until_it_must(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    eng = engine(
+        adapter,
+        tmp_path,
+        apply={"mode": "enforce"},
+        policy={"refresh_s": 600.0},
+        placement={"oversubscribe": False, "steer_untyped": False},
+    )
+    assert eng.tick().result == "ok"
+    adapter.writes.clear()
+    adapter.now += 60.0
+    quiet = eng.tick()
+    assert quiet.result == "quiet" and quiet.decision is None and adapter.writes == []
+    assert quiet.summary()["result"] == "quiet"
+    assert eng.metrics.ticks.labels("quiet")._value.get() == 1
+    assert eng.tick("shadow").result == "ok"  # another mode: decide
+    assert eng.tick("enforce").result == "ok"  # and back
+    adapter.now += 60.0
+    assert eng.tick().result == "quiet"
+    adapter.squeue["jobs"] = [j for j in adapter.squeue["jobs"] if j["job_id"] != 5]  # job 5 left
+    assert eng.tick().result == "ok"
+    adapter.now += 60.0
+    assert eng.tick().result == "quiet"
+    adapter.now += 600.0
+    assert eng.tick().result == "ok"  # refresh_s passed: aging and the guard get their turn
+    eng.reset()
+    assert eng.tick().result == "ok"  # reset gave Slurm its own priorities back: decide again
+
+
+def test_a_plan_written_only_in_part_is_decided_again_at_the_next_tick(tmp_path: Path) -> None:
+    adapter = FakeAdapter(answer=lambda job, fields: UpdateResult(Outcome.ERROR, "slurmctld busy"))
+    eng = engine(
+        adapter,
+        tmp_path,
+        apply={"mode": "enforce"},
+        policy={"refresh_s": 600.0},
+        placement={"oversubscribe": False, "steer_untyped": False},
+    )
+    assert eng.tick().result == "ok"
+    adapter.now += 60.0
+    assert eng.tick().result == "ok"  # the failed writes are work left: not quiet

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -19,9 +21,9 @@ from rltuned.traces.bundled import resolve_trace
 CLUSTER = load_cluster("philly-slice")
 
 
-def philly(n: int) -> list:  # type: ignore[type-arg]
+def philly(n: int, start: int = 20_000) -> list:  # type: ignore[type-arg]
     jobs, _ = apply_estimates(load_trace(resolve_trace("philly")).jobs, "qssf-noise", 0)
-    return list(jobs[20_000 : 20_000 + n])
+    return list(jobs[start : start + n])
 
 
 def test_with_no_model_both_sides_of_evaluate_are_identical_window_by_window() -> None:
@@ -95,3 +97,26 @@ def test_the_simulated_daemon_sends_only_what_its_pacing_allows_in_a_tick() -> N
         sent.append((len(decision.plan.actions), changed))
     assert max(planned for planned, _ in sent) > 6  # ticks planned more than the pacing lets through
     assert max(changed for _, changed in sent) == 6  # a burst of 3, then 0.1/s for 30 s
+
+
+def test_quiet_ticks_change_no_time_invariant_base_and_are_no_actions() -> None:
+    """With `refresh_s`, ticks where nothing changed decide nothing (core/quiet.py): SJF's order cannot
+    have changed there, so its schedule is the same to the second; the agent acts only on the others."""
+    jobs = philly(600, start=30_000)  # a queue forms: 60 ticks with two or more pending jobs
+    every = TickSettings(base="sjf")
+    quiet = TickSettings(base="sjf", core=replace(every.core, refresh_s=600.0))
+    window, warm = Window(400, 600).with_warmup(jobs, 200)
+    assert run_ticks(CLUSTER, window, warm, quiet).records == run_ticks(CLUSTER, window, warm, every).records
+
+    def actions(settings: TickSettings) -> int:
+        env = TickEnv(jobs, CLUSTER, settings, "bsld", window=200, warmup=200, reward_mode="dense")
+        env.reset(seed=0, options={"start": 400})
+        done, n, info = False, 0, {}
+        while not done:
+            _, _, done, _, info = env.step(env.base_action())
+            n += 1
+        assert info["gap"] == 0.0
+        return n
+
+    every_tick, on_change = actions(every), actions(quiet)
+    assert on_change < every_tick
