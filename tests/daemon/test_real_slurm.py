@@ -375,3 +375,34 @@ def test_the_text_fallback_reads_the_same_snapshot_as_json(clean_lab: SlurmLab) 
     assert b.snapshot.free_gpus == a.snapshot.free_gpus
     assert b.snapshot.pending == tuple(replace(j, name="") for j in a.snapshot.pending)  # text reads no names
     assert [r.job.id for r in b.snapshot.running] == [r.job.id for r in a.snapshot.running]
+
+
+def test_with_refresh_s_an_unchanged_queue_is_a_quiet_tick_and_a_change_is_decided(
+    clean_lab: SlurmLab, tmp_path: Path
+) -> None:
+    from rltuned.daemon.config import load
+    from rltuned.daemon.engine import Engine
+    from rltuned.daemon.ledger import Ledger
+    from rltuned.daemon.service import make_adapter
+    from rltuned.rl.export import load_model
+
+    lab = clean_lab
+    blockers = fill_cluster(lab)
+    managed = queue_for_sjf(lab)
+    settings = load(config(tmp_path, lab, apply__mode="enforce", policy__refresh_s=600.0))
+    engine = Engine(settings, make_adapter(settings), load_model(MODEL), Ledger(None))
+    first = engine.tick()
+    assert first.result == "ok" and first.applied == {"priority:ok": len(managed)}
+    written = pending_priorities(lab)
+    quiet = engine.tick()  # Slurm shows the same queue, with the priorities just written
+    assert quiet.result == "quiet" and pending_priorities(lab) == written
+    lab.run(["scancel", str(managed[0])])
+    assert engine.tick().result == "ok"  # a job left the queue: decide again
+    assert engine.tick().result == "quiet"
+    waiting = len(pending_priorities(lab))
+    lab.run(["scancel", str(blockers[0])])  # 4 P100s freed: Slurm starts jobs, the next tick decides
+    deadline = time.monotonic() + 20
+    while len(pending_priorities(lab)) == waiting and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(pending_priorities(lab)) < waiting
+    assert engine.tick().result == "ok"
