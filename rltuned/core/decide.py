@@ -8,6 +8,7 @@ the starvation guard (`guard.py`) before it is placed and planned.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -48,6 +49,8 @@ class Decision:
     plan: Plan
     displaced_since: Mapping[int, float] = field(default_factory=dict)
     """The starvation guard's clock after this tick: `commit` it when the decision is acted on."""
+    guard_deadline: float = math.inf
+    """When the guard would next promote a job this ranking pushes down (`guard.Guarded.deadline`)."""
 
     def commit(self, written: Written) -> None:
         written.displaced_since = self.displaced_since
@@ -79,4 +82,4 @@ def decide_ranked(
     else:
         placements = Placements({}, "off")
     plan = make_plan(ranking, placements, pins, written, snapshot.cluster, settings.lever)
-    return Decision(ranking, placements, plan, guarded.displaced_since)
+    return Decision(ranking, placements, plan, guarded.displaced_since, guarded.deadline)

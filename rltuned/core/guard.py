@@ -21,6 +21,7 @@ committed by whoever applies the decision, so a dry-run `plan` does not move it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -52,6 +53,9 @@ class Guarded:
     """The ranking with promoted jobs first (`ranking.guarded` names them and why)."""
     displaced_since: Mapping[int, float]
     """The displacement clock after this tick, for the applier to commit."""
+    deadline: float = math.inf
+    """The earliest later time at which the guard would promote a job this ranking pushes down: a quiet
+    tick (`quiet.py`) must not let it pass."""
 
 
 def guard(
@@ -66,20 +70,26 @@ def guard(
     base_rank = {job.id: i for i, job in enumerate(ranking.base_order)}
     clock: dict[int, float] = {}
     reasons: dict[int, str] = {}
+    deadline = math.inf
     for place, job in enumerate(ranking.order):
         pushed = place - base_rank[job.id]
         if pushed <= 0:
             continue  # where the base policy puts it, or higher: nothing the ranking did
         cap = settings.user_max_wait_s.get(job.user, settings.max_wait_s)
-        if cap is not None and now - job.submit >= cap:
-            reasons[job.id] = MAX_WAIT
+        if cap is not None:
+            if now - job.submit >= cap:
+                reasons[job.id] = MAX_WAIT
+            else:
+                deadline = min(deadline, job.submit + cap)
         if settings.max_displacement is not None and pushed > settings.max_displacement:
             since = displaced_since.get(job.id, now)
             clock[job.id] = since
             if now - since >= settings.grace_s:
                 reasons.setdefault(job.id, DISPLACED)
+            else:
+                deadline = min(deadline, since + settings.grace_s)
     if not reasons:
-        return Guarded(ranking, clock)
+        return Guarded(ranking, clock, deadline)
     first = tuple(job for job in ranking.base_order if job.id in reasons)
     rest = tuple(job for job in ranking.order if job.id not in reasons)
-    return Guarded(replace(ranking, order=first + rest, guarded=reasons), clock)
+    return Guarded(replace(ranking, order=first + rest, guarded=reasons), clock, deadline)

@@ -5,59 +5,90 @@ running jobs and the same free resources as the tick before. Deciding again ther
 has just written: a time-invariant base (FCFS, SJF, SAF) ranks exactly as before, and a model's scores
 move only through its age columns. Skipping those ticks writes less to slurmctld, and it is what makes
 the daemon's loop cheap enough to train in: one action per change instead of thousands of near-identical
-ones per episode, whose credit PPO cannot tell apart. Time still counts: every `refresh_s` a decision is
-made anyway, so aging, the starvation guard (`guard.py`) and fair-share history act at most that late.
+ones per episode, whose credit PPO cannot tell apart. Time still counts: a decision is made anyway
+`refresh_s` after the last one (aging acts at most that late), and before the starvation guard
+(`guard.py`) would promote a job the last ranking pushed down.
 
-The daemon's engine and the simulator's tick loop both ask `due`, on snapshots built the same way, so
-what is trained is what serves. `refresh_s = 0` decides every tick (what every model before this rule
-was trained with).
+The daemon's engine and the simulator's tick loop both ask `due` and `remember` here, on snapshots built
+the same way, so what is trained is what serves. `refresh_s = 0` decides every tick (what every model
+before this rule was trained with).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from rltuned.domain import ClusterSnapshot
+
+if TYPE_CHECKING:  # decide.py imports plan.py, which keeps the last decision: a type-only import
+    from rltuned.core.decide import Decision
+
+EARLY_S = 1.0
+"""A refresh is due from this long before `refresh_s`: the simulator ticks exactly `interval_s` apart,
+the daemon's reads land some milliseconds either side, and both must refresh at the same tick."""
 
 _REQUEST = attrgetter(
     "id", "time_limit", "gpus", "gpu_type", "cpus", "mem_mb", "nodes", "partition", "qos", "user", "account"
 )
 
+Signature = tuple[object, ...]
+
 
 @dataclass(frozen=True)
 class LastDecision:
-    signature: int
-    at: float
-    """The snapshot time of the decision."""
+    signature: Signature
+    due_at: float
+    """When a decision is due even if nothing changes: `refresh_s` after it, or the guard's deadline."""
     settled: bool
-    """Its whole plan was written (none capped, deferred or failed): otherwise work is left and the next
-    tick decides again."""
+    """Its whole plan was written (none capped, deferred or failed) from the ranking it meant to make
+    (no fallback): otherwise work is left and the next tick decides again."""
 
 
-def signature(snapshot: ClusterSnapshot) -> int:
+def signature(snapshot: ClusterSnapshot) -> Signature:
     """What a decision reads, but the clock: the pending jobs' requests (not their priorities, which
     Slurm's multifactor ages and which the daemon itself writes), the running jobs, the free resources
-    per node (a drained or downed node shows none) and the nodes themselves."""
+    per node (a drained or downed node shows none) and the nodes themselves. Kept whole, not hashed, so
+    that no two states compare equal by accident."""
     pending = tuple(map(_REQUEST, snapshot.pending))
     running = tuple(r.job.id for r in snapshot.running)
-    return hash(
-        (
-            pending,
-            running,
-            snapshot.free_gpus,
-            snapshot.free_cpus,
-            snapshot.free_mem_mb,
-            snapshot.cluster.nodes,
-        )
+    return (
+        pending,
+        running,
+        snapshot.free_gpus,
+        snapshot.free_cpus,
+        snapshot.free_mem_mb,
+        snapshot.cluster.nodes,
     )
 
 
-def due(last: LastDecision | None, snapshot: ClusterSnapshot, refresh_s: float) -> bool:
-    """Whether this tick decides: always with `refresh_s = 0`, else when something changed, when the last
-    plan left work, or when `refresh_s` has passed since the last decision."""
+def remember(
+    decision: Decision, snapshot: ClusterSnapshot, written_whole: bool, refresh_s: float
+) -> LastDecision:
+    """What the next ticks compare with, once the decision's writes are done (`written_whole`: every
+    planned write landed)."""
+    settled = (
+        written_whole
+        and decision.plan.capped == 0
+        and decision.ranking.fallback is None
+        and decision.placements.outcome != "fallback"
+    )
+    due_at = min(snapshot.now + refresh_s, decision.guard_deadline)
+    return LastDecision(signature(snapshot), due_at, settled)
+
+
+def due(
+    last: LastDecision | None, snapshot: ClusterSnapshot, refresh_s: float, owned: Mapping[int, int]
+) -> bool:
+    """Whether this tick decides: always with `refresh_s = 0`; else when the last plan left work, when
+    its time is up, when a priority rltuned wrote was changed by someone else (an admin's `scontrol
+    update` or `top`), or when anything else a decision reads changed."""
     if refresh_s <= 0 or last is None or not last.settled:
         return True
-    if snapshot.now - last.at >= refresh_s:
+    if snapshot.now >= last.due_at - EARLY_S:
+        return True
+    if any(j.id in owned and owned[j.id] != j.priority for j in snapshot.pending):
         return True
     return signature(snapshot) != last.signature

@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rltuned.core import Action, Change, Placements, Plan, Ranking, decide
+from rltuned.core import Decision as CoreDecision
 from rltuned.core.inputs import HISTORY_INPUTS, POLICY_INPUTS
 from rltuned.core.levers import HOLD_RELEASE, LEVERS
-from rltuned.core.quiet import LastDecision, due, signature
+from rltuned.core.quiet import due, remember
 from rltuned.daemon.config import Settings
 from rltuned.daemon.ledger import Ledger
 from rltuned.daemon.logs import get_logger
@@ -46,6 +47,8 @@ class Decision:
     stages: Mapping[str, float]
     displaced_since: Mapping[int, float] = field(default_factory=dict)
     """The starvation guard's clock after this tick (committed to the ledger when the tick completes)."""
+    guard_deadline: float = math.inf
+    """When the guard would next promote a job this ranking pushes down (`core/quiet.py` waits no longer)."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ class Engine:
         """When the accounting was last asked for (monotonic seconds), read or failed."""
         self.last_decided: Decision | None = None
         """The last tick's decision that was made (quiet ticks make none)."""
-        self.decided_as: tuple[str, int, Settings] | None = None
+        self.decided_as: tuple[str, LoadedModel | None, Settings] | None = None
         """The mode, model and settings of the last decision: a tick with others (a mode switch, a model
         or config reload) or after a reset, which clears it, always decides."""
 
@@ -194,7 +197,16 @@ class Engine:
             "policy": ranking.policy_s,
             "solver": core.placements.seconds,
         }
-        return Decision(view, ranking, core.placements, core.plan, stages, core.displaced_since)
+        return Decision(
+            view, ranking, core.placements, core.plan, stages, core.displaced_since, core.guard_deadline
+        )
+
+    def _same_as_decided(self, mode: str) -> bool:
+        """The last decision was made in this mode, by this model object and these settings."""
+        if self.decided_as is None:
+            return False
+        decided_mode, model, settings = self.decided_as
+        return decided_mode == mode and model is self.model and settings is self.settings
 
     # --- one tick -----------------------------------------------------------------------------------
 
@@ -211,8 +223,8 @@ class Engine:
         self.progress_at = time.monotonic()
         self.ledger.keep_only(self.queue_ids)
         core = self.settings.core()
-        same = self.decided_as == (mode, id(self.model), self.settings)
-        if same and not due(self.ledger.last_decision, view.snapshot, core.refresh_s):
+        last, owned = self.ledger.last_decision, self.ledger.owned_priorities()
+        if self._same_as_decided(mode) and not due(last, view.snapshot, core.refresh_s, owned):
             report = TickReport(self.ticks, mode, "quiet", stages={"snapshot": snapshot_s})
             return self._finish(report, started)
         decision = self.decide(view)
@@ -232,9 +244,12 @@ class Engine:
             stages["apply"] = time.perf_counter() - t0
         if core.refresh_s > 0:  # shadow mode writes nothing, and its plan is as settled as it will get
             ok = sum(n for key, n in applied.items() if key.endswith((":ok", ":gone", ":held")))
-            whole = decision.plan.capped == 0 and (mode != "enforce" or ok == len(decision.plan.actions))
-            self.ledger.last_decision = LastDecision(signature(view.snapshot), view.snapshot.now, whole)
-            self.decided_as = (mode, id(self.model), self.settings)
+            whole = mode != "enforce" or ok == len(decision.plan.actions)
+            core_decision = CoreDecision(
+                decision.ranking, decision.placements, decision.plan, guard_deadline=decision.guard_deadline
+            )
+            self.ledger.last_decision = remember(core_decision, view.snapshot, whole, core.refresh_s)
+            self.decided_as = (mode, self.model, self.settings)
         reachable = "skipped:unreachable" not in applied
         report = TickReport(self.ticks, mode, "ok", None, decision, applied, stages)
         return self._finish(report, started, slurm_up=reachable)

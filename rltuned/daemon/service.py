@@ -27,7 +27,7 @@ from rltuned.core.inputs import readable_bases, unreadable_inputs
 from rltuned.core.levers import conf_problems, pyslurm_cannot
 from rltuned.core.scoring import score_queue
 from rltuned.daemon import config as config_mod
-from rltuned.daemon.config import Settings
+from rltuned.daemon.config import PolicySettings, Settings
 from rltuned.daemon.control import ControlServer
 from rltuned.daemon.engine import Decision, Engine, TickReport
 from rltuned.daemon.instance import InstanceLock, is_paused, set_paused
@@ -80,31 +80,40 @@ def check_readable_base(base: str) -> None:
         )
 
 
-def check_model_base(model: LoadedModel, base: str) -> None:
+def check_model_base(model: LoadedModel, policy: PolicySettings) -> None:
     """ModelLoadError when the model was trained on another base policy than `policy.base`: a model
     re-ranks its own base's order (the rows of its state and its fallback), and serving it on another
-    order is not what was evaluated. A manifest without `base` (a hand-made model) is not checked.
+    order is not what was evaluated. Likewise for quiet ticks (`policy.refresh_s`, `core/quiet.py`): a
+    model trained to act once per change must not serve every tick, nor the reverse. A manifest without
+    `base` or `refresh_s` (a hand-made model, or one from before quiet ticks) is not checked for it.
 
     The one check behind start-up, `reload-model`/SIGHUP and `rltuned --check-config`."""
     trained = model.manifest.get("base")
+    base = policy.base
     if trained and trained != base:
         raise ModelLoadError(
             f"model {model.path} was trained on base {trained!r} but policy.base is {base!r}; "
             f"set policy.base = {trained!r} or load a model trained on {base!r}"
         )
+    refresh = model.manifest.get("refresh_s")
+    if refresh is not None and float(refresh) != policy.refresh_s:
+        raise ModelLoadError(
+            f"model {model.path} was trained with refresh_s = {float(refresh):g} but policy.refresh_s is "
+            f"{policy.refresh_s:g}; set policy.refresh_s = {float(refresh):g}"
+        )
 
 
-def validated_model(path: Path, engine: Engine | None, base: str) -> LoadedModel:
+def validated_model(path: Path, engine: Engine | None, policy: PolicySettings) -> LoadedModel:
     """Load, verify, check it was trained on `base`, and run once on the current snapshot (the last
     tick's) before anyone depends on it: a model that loads but fails, returns NaN or blows the
     inference budget on the real queue is rejected here rather than discovered as a fallback on every
     tick."""
     model = load_model(path)
-    check_model_base(model, base)
+    check_model_base(model, policy)
     decision = engine.last_decided if engine is not None else None  # one reference read: no lock needed
     if engine is None or decision is None or not decision.view.snapshot.pending:
         return model
-    obs = encode(decision.view.snapshot, make_policy(base))
+    obs = encode(decision.view.snapshot, make_policy(policy.base))
     scored = score_queue(model, obs, engine.settings.policy.max_inference_ms)
     if scored.problem is not None:
         raise ModelLoadError(f"{path}: on the current queue, {scored.problem}")
@@ -173,7 +182,7 @@ class Service:
             self.metrics.set_model(None, time.time())
             return
         try:
-            self.engine.model = validated_model(path, None, self.settings.policy.base)
+            self.engine.model = validated_model(path, None, self.settings.policy)
             self.metrics.set_model(self.engine.model.manifest, time.time())
             self.log.info("model_loaded", path=str(path), sha256=self.engine.model.manifest.get("sha256"))
         except ModelLoadError as exc:
@@ -376,7 +385,7 @@ class Service:
                     "serving": self._model_name(),
                 }
             try:
-                model = validated_model(path, self.engine, self.settings.policy.base)
+                model = validated_model(path, self.engine, self.settings.policy)
             except ModelLoadError as exc:
                 self.metrics.fallbacks.labels("reload_rejected").inc()
                 self.log.error("reload_rejected", path=str(path), error=str(exc))
@@ -412,7 +421,7 @@ class Service:
             serving = self.engine.model
             if serving is not None:
                 try:
-                    check_model_base(serving, fresh.policy.base)
+                    check_model_base(serving, fresh.policy)
                 except ModelLoadError as exc:  # policy.base changed under it
                     self._unavailable(serving.path, exc)
         self.log.info("config_reloaded", mode=self.mode, base=fresh.policy.base, lever=fresh.apply.lever)

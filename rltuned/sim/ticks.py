@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from rltuned.core import CoreSettings, Decision, Written, decide
 from rltuned.core.inputs import unreadable_inputs
 from rltuned.core.plan import Pins
-from rltuned.core.quiet import LastDecision, due, signature
+from rltuned.core.quiet import due, remember
 from rltuned.daemon.pacing import Pacer
 from rltuned.domain import ClusterSnapshot, ClusterSpec, Job
 from rltuned.errors import UsageError
@@ -95,7 +95,8 @@ class TickEpisode:
         nothing this tick (`core/quiet.py`); `pass_quiet` goes on to the next."""
         if self.snapshot is None:
             return False
-        return not due(self.written.last_decision, self.snapshot, self.settings.core.refresh_s)
+        refresh = self.settings.core.refresh_s
+        return not due(self.written.last_decision, self.snapshot, refresh, self.written.owned_priorities())
 
     def pass_quiet(self) -> None:
         if self.snapshot is None:
@@ -131,9 +132,10 @@ class TickEpisode:
         for action in decision.plan.actions:
             self.written.record_applied(action)
         decision.commit(self.written)
-        if self.settings.core.refresh_s > 0:  # what a quiet tick compares with (signatures cost a little)
-            whole = len(decision.plan.actions) == len(planned) and decision.plan.capped == 0
-            self.written.last_decision = LastDecision(signature(self.snapshot), self.snapshot.now, whole)
+        refresh = self.settings.core.refresh_s
+        if refresh > 0:  # what a quiet tick compares with (a signature costs a little)
+            whole = len(decision.plan.actions) == len(planned)
+            self.written.last_decision = remember(decision, self.snapshot, whole, refresh)
         self.guarded |= set(decision.ranking.guarded)
         self._advance(decision)
 

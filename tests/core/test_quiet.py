@@ -2,45 +2,87 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
-from rltuned.core.quiet import LastDecision, due, signature
+from rltuned.core import CoreSettings, Lever, Written, decide, decide_ranked
+from rltuned.core.guard import GuardSettings
+from rltuned.core.quiet import EARLY_S, LastDecision, due, remember, signature
 from rltuned.domain import ClusterSnapshot, Job, RunningJob, Slice
+from rltuned.policies import make_policy
 from tests.builders import cluster
 
 SPEC = cluster(("P100", 4, 2))
+JOBS = (Job(1, 0.0, 2, time_limit=600.0, priority=900), Job(2, 10.0, 1, time_limit=60.0, priority=800))
+RUNNING = (RunningJob(Job(9, 0.0, 2, time_limit=3600.0), 500.0, (Slice(0, 2, 8, 16384),)),)
 
 
-def snapshot(now: float, pending: tuple[Job, ...], running: tuple[RunningJob, ...] = ()) -> ClusterSnapshot:
+def snapshot(
+    now: float, pending: tuple[Job, ...], running: tuple[RunningJob, ...] = RUNNING
+) -> ClusterSnapshot:
     free = 4 - sum(piece.gpus for r in running for piece in r.allocation if piece.node == 0)
     return ClusterSnapshot(now, SPEC, (free, 4), (32, 32), (100_000, 100_000), pending, running)
 
 
-JOBS = (Job(1, 0.0, 2, time_limit=600.0, priority=900), Job(2, 10.0, 1, time_limit=60.0, priority=800))
+def settled_at(before: ClusterSnapshot, due_at: float = 1600.0) -> LastDecision:
+    return LastDecision(signature(before), due_at, settled=True)
 
 
-def test_a_tick_is_quiet_only_when_nothing_changed_within_refresh_s() -> None:
-    before = snapshot(1000.0, JOBS)
-    last = LastDecision(signature(before), 1000.0, settled=True)
-    assert not due(last, snapshot(1060.0, JOBS), 600.0)  # only the clock moved
-    assert due(last, snapshot(1600.0, JOBS), 600.0)  # refresh_s passed: aging and the guard act
-    assert due(last, snapshot(1060.0, JOBS[:1]), 600.0)  # a job left the queue
-    arrived = (*JOBS, Job(3, 1050.0, 1, time_limit=60.0))
-    assert due(last, snapshot(1060.0, arrived), 600.0)
-    started = (RunningJob(JOBS[0], 1050.0, (Slice(0, 2, 8, 16384),)),)
-    assert due(last, snapshot(1060.0, JOBS[1:], started), 600.0)
+def test_a_tick_is_quiet_only_when_nothing_changed_before_its_time() -> None:
+    last = settled_at(snapshot(1000.0, JOBS))
+    assert not due(last, snapshot(1060.0, JOBS), 600.0, {})  # only the clock moved
+    assert due(last, snapshot(1600.0, JOBS), 600.0, {})  # refresh_s passed: aging and the guard act
+    assert due(last, snapshot(1600.0 - EARLY_S, JOBS), 600.0, {})  # the daemon's reads land either side
+    assert due(last, snapshot(1060.0, JOBS[:1]), 600.0, {})  # a job left the queue
+    assert due(last, snapshot(1060.0, (*JOBS, Job(3, 1050.0, 1, time_limit=60.0))), 600.0, {})
+    assert due(last, snapshot(1060.0, JOBS, running=()), 600.0, {})  # a job finished: GPUs freed
     longer = (replace(JOBS[0], time_limit=1200.0), JOBS[1])  # a user's `scontrol update TimeLimit=`
-    assert due(last, snapshot(1060.0, longer), 600.0)
+    assert due(last, snapshot(1060.0, longer), 600.0, {})
+    drained = replace(snapshot(1060.0, JOBS), free_gpus=(2, 0), free_cpus=(24, 0), free_mem_mb=(50_000, 0))
+    assert due(last, drained, 600.0, {})  # a node drained: nothing else changed
 
 
-def test_priorities_are_not_a_change_the_daemon_writes_them_and_multifactor_ages_them() -> None:
-    last = LastDecision(signature(snapshot(1000.0, JOBS)), 1000.0, settled=True)
+def test_priorities_slurm_ages_are_no_change_but_one_someone_else_changed_is() -> None:
+    last = settled_at(snapshot(1000.0, JOBS))
     aged = tuple(replace(j, priority=(j.priority or 0) + 7) for j in JOBS)
-    assert not due(last, snapshot(1060.0, aged), 600.0)
+    assert not due(
+        last, snapshot(1060.0, aged), 600.0, {}
+    )  # multifactor's age moves priorities we do not own
+    ours = {1: 900, 2: 800}
+    assert not due(last, snapshot(1060.0, JOBS), 600.0, ours)
+    topped = (JOBS[0], replace(JOBS[1], priority=950))  # an admin's `scontrol top 2`
+    assert due(last, snapshot(1060.0, topped), 600.0, ours)
 
 
 def test_left_work_no_decision_yet_or_refresh_zero_always_decide() -> None:
     now = snapshot(1060.0, JOBS)
-    assert due(None, now, 600.0)
-    assert due(LastDecision(signature(now), 1000.0, settled=False), now, 600.0)  # capped or failed writes
-    assert due(LastDecision(signature(now), 1000.0, settled=True), now, 0.0)  # every tick, as before
+    assert due(None, now, 600.0, {})
+    assert due(replace(settled_at(now), settled=False), now, 600.0, {})
+    assert due(settled_at(now), now, 0.0, {})  # every tick, as before
+
+
+def test_a_decision_is_settled_only_when_its_whole_plan_went_out_from_the_ranking_it_meant() -> None:
+    now = snapshot(1000.0, JOBS)
+    settings = CoreSettings(lever=Lever(oversubscribe=False, steer_untyped=False), refresh_s=600.0)
+    made = decide(now, make_policy("sjf"), None, settings, Written(), {})
+    assert remember(made, now, True, 600.0) == LastDecision(signature(now), 1600.0, True)
+    assert not remember(made, now, False, 600.0).settled  # a write failed or was deferred
+    capped = replace(made, plan=replace(made.plan, capped=1))
+    assert not remember(capped, now, True, 600.0).settled
+    fallback = replace(made, ranking=replace(made.ranking, fallback="model_slow"))
+    assert not remember(fallback, now, True, 600.0).settled
+
+
+def test_the_starvation_guard_does_not_wait_for_refresh_s() -> None:
+    # Job 2 is SJF's first; a ranking that pushes it down makes the guard's max-wait clock run for it.
+    now = snapshot(1000.0, JOBS)
+    guard = GuardSettings(max_wait_s=1200.0, max_displacement=None)
+    settings = CoreSettings(
+        lever=Lever(oversubscribe=False, steer_untyped=False), guard=guard, refresh_s=600.0
+    )
+    base = decide(now, make_policy("sjf"), None, settings, Written(), {})
+    assert base.guard_deadline == math.inf  # nothing pushed down: nothing to wait for
+    pushed_ranking = replace(base.ranking, order=base.ranking.order[::-1])
+    pushed = decide_ranked(now, pushed_ranking, settings, Written(), {})
+    assert pushed.guard_deadline == 10.0 + 1200.0  # job 2's submit + max_wait_s
+    assert remember(pushed, now, True, 600.0).due_at == 1210.0

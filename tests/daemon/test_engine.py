@@ -15,6 +15,7 @@ import torch
 from rltuned.daemon.config import Settings
 from rltuned.daemon.engine import Engine
 from rltuned.daemon.ledger import Ledger
+from rltuned.rl.export import LoadedModel, export_actor, load_model
 from rltuned.slurm.adapter import Outcome, UpdateResult
 from rltuned.slurm.hostlist import expand
 from tests.daemon.fakes import FakeAdapter
@@ -373,3 +374,38 @@ def test_a_plan_written_only_in_part_is_decided_again_at_the_next_tick(tmp_path:
     assert eng.tick().result == "ok"
     adapter.now += 60.0
     assert eng.tick().result == "ok"  # the failed writes are work left: not quiet
+
+
+def test_a_quiet_engine_decides_again_after_a_model_swap_a_capped_plan_or_an_outside_priority_change(
+    tmp_path: Path,
+) -> None:
+    class Zeros(torch.nn.Module):
+        def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(mask.shape)
+
+    def model(name: str) -> LoadedModel:
+        return load_model(export_actor(Zeros(), tmp_path / name, {"base": "fcfs", "seed": 0}))
+
+    adapter = FakeAdapter()
+    sections: dict[str, dict[str, object]] = {
+        "apply": {"mode": "enforce"},
+        "policy": {"refresh_s": 600.0},
+        "placement": {"oversubscribe": False, "steer_untyped": False},
+    }
+    eng = engine(adapter, tmp_path, **sections)
+    assert [eng.tick().result, eng.tick().result] == ["ok", "quiet"]
+    eng.model = model("a")
+    assert [eng.tick().result, eng.tick().result] == ["ok", "quiet"]
+    eng.model = model("b")  # another object, whatever address it lands at
+    assert eng.tick().result == "ok"
+    job = next(j for j in adapter.squeue["jobs"] if j["job_id"] == 5)
+    job["priority"] += 1000  # an admin's `scontrol update priority=` on a job rltuned ranks
+    assert eng.tick().result == "ok"
+    assert eng.tick().result == "quiet"
+
+    capped = engine(
+        FakeAdapter(), tmp_path / "capped", **{**sections, "apply": {"mode": "enforce", "max_actions": 2}}
+    )
+    assert [capped.tick().result, capped.tick().result] == ["ok", "ok"]  # 6 writes, 2 a tick: work is left
+    assert capped.tick().result == "ok"
+    assert capped.tick().result == "quiet"  # all 6 written

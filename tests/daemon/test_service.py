@@ -460,3 +460,19 @@ def test_readers_may_read_and_only_admins_may_change(tmp_path: Path) -> None:
     finally:
         svc.control.stop()  # type: ignore[union-attr]
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_a_model_trained_with_quiet_ticks_is_refused_by_a_daemon_that_decides_otherwise(
+    tmp_path: Path,
+) -> None:
+    svc = service(tmp_path, policy={"model_dirs": [str(tmp_path)]})
+    quiet = export_actor(_Zeros(), tmp_path / "q", {"base": "fcfs", "refresh_s": 600.0, "seed": 0})
+    reply = svc.handle({"command": "reload-model", "path": str(quiet)})
+    assert reply["ok"] is False
+    assert (
+        "trained with refresh_s = 600 but policy.refresh_s is 0; set policy.refresh_s = 600" in reply["error"]
+    )
+    svc = service(tmp_path, policy={"model_dirs": [str(tmp_path)], "refresh_s": 600.0})
+    assert svc.handle({"command": "reload-model", "path": str(quiet)})["ok"]
+    # Models from before quiet ticks record no refresh_s: they are not refused for it.
+    assert svc.handle({"command": "reload-model", "path": str(tiny_model(tmp_path / "old", "fcfs"))})["ok"]
