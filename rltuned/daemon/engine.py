@@ -63,12 +63,16 @@ class TickReport:
     applied: Mapping[str, int] = field(default_factory=dict)
     """Counts by "<kind>:<outcome>" of the updates sent (empty in shadow mode)."""
     stages: Mapping[str, float] = field(default_factory=dict)
+    queue: tuple[int, int] | None = None
+    """Pending and running jobs as read, on a quiet tick (which has no decision to report them)."""
 
     def summary(self) -> dict[str, Any]:
         """The canonical per-tick log line's fields."""
         out: dict[str, Any] = {"tick": self.tick, "mode": self.mode, "result": self.result}
         if self.error:
             out["error"] = self.error
+        if self.queue is not None:
+            out["pending"], out["running"] = self.queue
         d = self.decision
         if d is not None:
             report = d.view.report
@@ -225,7 +229,8 @@ class Engine:
         core = self.settings.core()
         last, owned = self.ledger.last_decision, self.ledger.owned_priorities()
         if self._same_as_decided(mode) and not due(last, view.snapshot, core.refresh_s, owned):
-            report = TickReport(self.ticks, mode, "quiet", stages={"snapshot": snapshot_s})
+            queue = (view.report.pending, view.report.running)
+            report = TickReport(self.ticks, mode, "quiet", stages={"snapshot": snapshot_s}, queue=queue)
             return self._finish(report, started)
         decision = self.decide(view)
         self.last_decided, self.decided_as = decision, None

@@ -346,7 +346,7 @@ def test_with_refresh_s_a_tick_where_nothing_changed_decides_nothing_until_it_mu
     adapter.now += 60.0
     quiet = eng.tick()
     assert quiet.result == "quiet" and quiet.decision is None and adapter.writes == []
-    assert quiet.summary()["result"] == "quiet"
+    assert quiet.summary()["result"] == "quiet" and quiet.summary()["pending"] == len(MANAGED)
     assert eng.metrics.ticks.labels("quiet")._value.get() == 1
     assert eng.tick("shadow").result == "ok"  # another mode: decide
     assert eng.tick("enforce").result == "ok"  # and back
