@@ -332,15 +332,20 @@ def test_history_is_not_read_for_a_base_that_does_not_need_it(tmp_path: Path) ->
     assert adapter.history_asked == []
 
 
-def test_with_refresh_s_a_tick_where_nothing_changed_decides_nothing_until_it_must(tmp_path: Path) -> None:
-    adapter = FakeAdapter()
-    eng = engine(
+def quiet_engine(adapter: FakeAdapter, tmp_path: Path, **apply: object) -> Engine:
+    """Enforce mode with quiet ticks (refresh_s = 600 s), priorities only."""
+    return engine(
         adapter,
         tmp_path,
-        apply={"mode": "enforce"},
+        apply={"mode": "enforce", **apply},
         policy={"refresh_s": 600.0},
         placement={"oversubscribe": False, "steer_untyped": False},
     )
+
+
+def test_with_refresh_s_a_tick_where_nothing_changed_decides_nothing_until_it_must(tmp_path: Path) -> None:
+    adapter = FakeAdapter()
+    eng = quiet_engine(adapter, tmp_path)
     assert eng.tick().result == "ok"
     adapter.writes.clear()
     adapter.now += 60.0
@@ -364,13 +369,7 @@ def test_with_refresh_s_a_tick_where_nothing_changed_decides_nothing_until_it_mu
 
 def test_a_plan_written_only_in_part_is_decided_again_at_the_next_tick(tmp_path: Path) -> None:
     adapter = FakeAdapter(answer=lambda job, fields: UpdateResult(Outcome.ERROR, "slurmctld busy"))
-    eng = engine(
-        adapter,
-        tmp_path,
-        apply={"mode": "enforce"},
-        policy={"refresh_s": 600.0},
-        placement={"oversubscribe": False, "steer_untyped": False},
-    )
+    eng = quiet_engine(adapter, tmp_path)
     assert eng.tick().result == "ok"
     adapter.now += 60.0
     assert eng.tick().result == "ok"  # the failed writes are work left: not quiet
@@ -387,12 +386,7 @@ def test_a_quiet_engine_decides_again_after_a_model_swap_a_capped_plan_or_an_out
         return load_model(export_actor(Zeros(), tmp_path / name, {"base": "fcfs", "seed": 0}))
 
     adapter = FakeAdapter()
-    sections: dict[str, dict[str, object]] = {
-        "apply": {"mode": "enforce"},
-        "policy": {"refresh_s": 600.0},
-        "placement": {"oversubscribe": False, "steer_untyped": False},
-    }
-    eng = engine(adapter, tmp_path, **sections)
+    eng = quiet_engine(adapter, tmp_path)
     assert [eng.tick().result, eng.tick().result] == ["ok", "quiet"]
     eng.model = model("a")
     assert [eng.tick().result, eng.tick().result] == ["ok", "quiet"]
@@ -403,9 +397,7 @@ def test_a_quiet_engine_decides_again_after_a_model_swap_a_capped_plan_or_an_out
     assert eng.tick().result == "ok"
     assert eng.tick().result == "quiet"
 
-    capped = engine(
-        FakeAdapter(), tmp_path / "capped", **{**sections, "apply": {"mode": "enforce", "max_actions": 2}}
-    )
+    capped = quiet_engine(FakeAdapter(), tmp_path / "capped", max_actions=2)
     assert [capped.tick().result, capped.tick().result] == ["ok", "ok"]  # 6 writes, 2 a tick: work is left
     assert capped.tick().result == "ok"
     assert capped.tick().result == "quiet"  # all 6 written
