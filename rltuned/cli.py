@@ -536,6 +536,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _require(args.warmup is None or args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
     _require(args.tuned is None or args.heuristics, "--tuned needs --heuristics")
     _require(not (args.plot and args.heuristics), "--plot draws model vs base, not --heuristics")
+    tuned = _tuned_weights(args.tuned, args.trace) if args.tuned is not None else None
     import torch
 
     torch.set_num_threads(1)  # one 256-slot MLP per decision: a second thread only adds overhead
@@ -576,7 +577,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "windows": "disjoint" if args.sequences is None else "random", "window_seed": args.seed,
     }  # fmt: skip
     if args.heuristics:
-        return _print_standings(args, model, bases[0], jobs, cluster, config, windows, warmup, header)
+        _require(len(bases) == 1, f"--heuristics compares the model on one base, got --base {args.base}")
+        _require(tuned is None or loop == "ticks", "--tuned: Slurm alone exists only in the daemon's loop")
+        run = (jobs, cluster, config, windows, warmup)
+        metric = str(manifest.get("metric", "bsld"))
+        return _print_standings(args, model, bases[0], run, tuned, metric, header)
     results = [compare(model, jobs, cluster, b, config, windows, warmup) for b in bases]
     body = {**header, "results": [r.as_dict() for r in results]}
     if args.plot:
@@ -588,41 +593,53 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tuned_weights(path: Path, trace: str) -> Any:
+    """The weights a `rltunectl tune --json` output chose, read before any trace is: it must be for
+    this trace."""
+    from rltuned.sim.slurm_config import multifactor_from_record
+
+    try:
+        record = json.loads(path.read_text())
+        weights = multifactor_from_record(record["chosen"]["weights"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--tuned {path}: not a `rltunectl tune --json` output ({exc})") from exc
+    _require(
+        record.get("trace") in (None, trace),
+        f"--tuned {path}: tuned on trace {record.get('trace')!r}, not {trace!r}",
+    )
+    return weights
+
+
 def _print_standings(
     args: argparse.Namespace,
     model: Any,
     base: str,
-    jobs: list[Job],
-    cluster: ClusterSpec,
-    config: Any,
-    windows: list[Window],
-    warmup: int,
+    run: tuple[list[Job], ClusterSpec, Any, list[Window], int],
+    tuned: Any,
+    metric: str,
     header: dict[str, Any],
 ) -> int:
+    from rltuned.rl.env import METRICS
     from rltuned.rl.standings import COLUMNS, render_standings, standings
-    from rltuned.sim.slurm_config import multifactor_from_record
 
-    tuned = None
-    if args.tuned is not None:
-        try:
-            tuned = multifactor_from_record(json.loads(args.tuned.read_text())["chosen"]["weights"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"--tuned {args.tuned}: not a `rltunectl tune --json` output ({exc})") from exc
+    jobs, cluster, config, windows, warmup = run
+    key = METRICS[metric]
     rows = standings(model, base, jobs, cluster, config, windows, warmup, tuned)
     if args.json:
         body = {
             **header,
+            "record_metric": key,
             "standings": [
-                {"name": r.name, **{key: r.mean(key) for key, _ in COLUMNS},
-                 "per_window_bsld": [m.avg_bsld for m in r.windows],
-                 "model_wins_losses_ties": None if r is rows[0] else rows[0].record_against(r)}
+                {"name": r.name, **{k: r.mean(k) for k, _ in COLUMNS},
+                 "per_window": [getattr(m, key) for m in r.windows],
+                 "model_wins_losses_ties": None if r is rows[0] else rows[0].record_against(r, key)}
                 for r in rows
             ],
         }  # fmt: skip
         print(json.dumps(body, indent=2))
     else:
         print(describe_evaluation(header) + "\n")
-        print(render_standings(rows))
+        print(render_standings(rows, key))
     return 0
 
 

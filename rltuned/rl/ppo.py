@@ -312,6 +312,11 @@ def _validate(args: Args, collector: Collector, agent: ActorCritic, epoch: int) 
     scores = collector.validate(agent)
     g = gap(base, scores, args.metric, args.validation_score)
     best = args.extra.get("validation")
+    if best is not None and best.get("score", "pooled") != args.validation_score:
+        raise UsageError(
+            f"--validation-score {args.validation_score}: the run being resumed chose its best actor by "
+            f"{best.get('score', 'pooled')}; resume with that score or start a new run"
+        )
     if best is None or g > best["gap"]:
         path = Path(args.out) / BEST_FILE
         tmp = path.with_suffix(".tmp")
@@ -320,6 +325,7 @@ def _validate(args: Args, collector: Collector, agent: ActorCritic, epoch: int) 
         args.extra["validation"] = {
             "epoch": epoch,
             "gap": g,
+            "score": args.validation_score,
             "base_score": float(np.mean(base)),
             "agent_score": float(np.mean(scores)),
             "windows": len(scores),

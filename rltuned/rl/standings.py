@@ -114,15 +114,17 @@ def standings(
     return [Standing(label if name == "model" else name, tuple(ms)) for name, ms in per.items()]
 
 
-def render_standings(rows: Sequence[Standing]) -> str:
-    """Mean over windows per column; the model's windows won/lost/tied against each row on bsld."""
+def render_standings(rows: Sequence[Standing], key: str = "avg_bsld") -> str:
+    """Mean over windows per column; the model's windows won/lost/tied against each row on `key` (the
+    metric it was trained for)."""
     model = rows[0]
-    head = f"{'':>24}" + "".join(f"{label:>11}" for _, label in COLUMNS) + f"{'model W/L/T':>14}"
+    label = dict(COLUMNS).get(key, key)
+    head = f"{'':>24}" + "".join(f"{name:>11}" for _, name in COLUMNS) + f"{'W/L/T ' + label:>18}"
     lines = [head]
     for row in rows:
-        cells = "".join(_cell(row.mean(key)) for key, _ in COLUMNS)
-        record = "" if row is model else "{}/{}/{}".format(*model.record_against(row))
-        lines.append(f"{row.name:>24}{cells}{record:>14}")
+        cells = "".join(_cell(row.mean(column)) for column, _ in COLUMNS)
+        record = "" if row is model else "{}/{}/{}".format(*model.record_against(row, key))
+        lines.append(f"{row.name:>24}{cells}{record:>18}")
     return "\n".join(lines)
 
 

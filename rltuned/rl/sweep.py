@@ -24,7 +24,7 @@ class Trial:
     """the grid values this trial ran with"""
     out: str
     validation_gap: float
-    """the paper's normalized gap to the base on validation (positive: the model is better)"""
+    """the gap to the base on validation as `Args.validation_score` measures it (positive: better)"""
     base_score: float
     agent_score: float
     epoch: int
@@ -76,6 +76,8 @@ def sweep(
         raise UsageError("a sweep chooses on the validation split: --validate-every must be >= 1")
     if "out" in grid or "ray" in grid:
         raise UsageError("--grid cannot vary out or ray")
+    if "validation_score" in grid:  # trials are ranked by their gaps: one scale for all of them
+        raise UsageError("--grid cannot vary validation_score: set it once with --validation-score")
     base.check()
     for key, values in grid.items():
         for value in values:

@@ -68,4 +68,6 @@ def gap(
     """
     if how == "per_window":
         return float(np.mean([reward(b, a, metric) for b, a in zip(base_scores, agent_scores, strict=True)]))
+    if how != "pooled":
+        raise ValueError(f"validation score must be pooled or per_window, got {how!r}")
     return reward(float(np.mean(base_scores)), float(np.mean(agent_scores)), metric)

@@ -42,6 +42,8 @@ def test_a_sweep_without_validation_is_refused(tmp_path: Path) -> None:
     assert "--validate-every must be >= 1" in out.stderr
     out = run_sweep(tmp_path, "--validate-every", "1", "--grid", "clip_ratio=0.2,1.5")
     assert out.returncode == 2 and "--clip-ratio must be in (0, 1), got 1.5" in out.stderr
+    out = run_sweep(tmp_path, "--validate-every", "1", "--grid", "validation_score=pooled,per_window")
+    assert out.returncode == 2 and "--grid cannot vary validation_score" in out.stderr  # gaps on two scales
 
 
 @pytest.mark.slow
