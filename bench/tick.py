@@ -39,7 +39,7 @@ from rltuned.rl.export import load_model  # noqa: E402
 from rltuned.slurm.adapter import Outcome, SlurmRead, UpdateResult  # noqa: E402
 from tests.slurm.render import render_sinfo, render_squeue  # noqa: E402
 
-MODEL = REPO / "models" / "philly-fcfs-bsld"
+MODEL = REPO / "models" / "philly-fcfs-bsld-ticks"
 
 
 class MemoryAdapter:

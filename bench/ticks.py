@@ -1,6 +1,7 @@
 """The daemon's loop in the simulator: how fast Slurm's schedulers plus a decision per tick run.
 
 Usage: python bench/ticks.py [--trace philly|itp] [--windows 3] [--loops base,model,train_base,train_model]
+       [--refresh-s S]
 
 Measures, on this machine, 1,024-job windows (window seed 0) after a 512-job warm-up (the setting the
 models train and are evaluated in) on the trace's slice preset (`philly-slice`, `itp-slice`), FCFS base,
@@ -10,7 +11,8 @@ Slurm 22.05's scheduler defaults, interval 60 s, torch on one thread:
 - `train_base`, `train_model`: the configuration training runs by default (placement levers off);
 - `paper_easy`: the paper-replication loop's EASY run of the same windows (`Simulator.run`), the
   reference measured in the same process.
-Jobs/s counts warm-up and measured jobs; ticks are the daemon's decisions. Trace loading is excluded;
+Jobs/s counts warm-up and measured jobs; ticks are the daemon's ticks, decisions those that were not
+quiet (with `--refresh-s`, core/quiet.py; otherwise every tick decides). Trace loading is excluded;
 wall clock (perf_counter). Works against older commits too (PYTHONPATH=<worktree>): it uses only the
 tick loop's public API.
 """
@@ -22,6 +24,7 @@ import json
 import platform
 import resource
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -38,7 +41,7 @@ from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
-MODEL = {"philly": MODELS / "philly-fcfs-bsld", "itp": MODELS / "itp-fcfs-bsld"}
+MODEL = {"philly": MODELS / "philly-fcfs-bsld-ticks", "itp": MODELS / "itp-fcfs-bsld-ticks"}
 LOOPS = ("paper_easy", "base", "model", "train_base", "train_model")
 
 
@@ -47,6 +50,9 @@ def main() -> None:
     parser.add_argument("--trace", choices=sorted(MODEL), default="philly")
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--loops", default=",".join(LOOPS))
+    parser.add_argument(
+        "--refresh-s", type=float, default=0.0, help="quiet ticks (core/quiet.py) with this refresh_s"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, "qssf-noise", 0)
@@ -60,8 +66,10 @@ def main() -> None:
         if name not in LOOPS:
             parser.error(f"--loops: unknown loop {name!r}, expected some of {', '.join(LOOPS)}")
         settings = TickSettings("fcfs", core=training) if name.startswith("train_") else TickSettings("fcfs")
+        if args.refresh_s:
+            settings = replace(settings, core=replace(settings.core, refresh_s=args.refresh_s))
         agent: LoadedModel | None = model if name.endswith("model") else None
-        wall, measured, ticks = 0.0, 0, 0
+        wall, measured, ticks, decisions = 0.0, 0, 0, 0
         for w in windows:
             chunk, warm = w.with_warmup(jobs, 512)
             t0 = time.perf_counter()
@@ -70,12 +78,16 @@ def main() -> None:
             else:
                 episode = TickEpisode(cluster, chunk, warm, settings)
                 while episode.result is None:
-                    episode.apply(episode.decide(agent))
+                    if getattr(episode, "quiet", False):  # older commits have no quiet ticks
+                        episode.pass_quiet()
+                    else:
+                        episode.apply(episode.decide(agent))
+                        decisions += 1
                     ticks += 1
                 result = episode.result
             wall += time.perf_counter() - t0
             measured += len(result.records) + len(result.background)
-        out[name] = {"jobs_per_s": measured / wall, "wall_s": wall, "ticks": ticks}
+        out[name] = {"jobs_per_s": measured / wall, "wall_s": wall, "ticks": ticks, "decisions": decisions}
         out[name]["ticks_per_s"] = ticks / wall
     machine = f"{platform.processor() or platform.machine()}, Python {platform.python_version()}"
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -48,24 +48,24 @@ def service(tmp_path: Path, **sections: dict[str, object]) -> Service:
 
 
 def test_reload_rejects_a_bad_model_and_keeps_the_old_one_serving(tmp_path: Path) -> None:
-    svc = service(tmp_path, policy={"model": str(MODELS / "philly-fcfs-bsld")})
+    svc = service(tmp_path, policy={"model": str(MODELS / "philly-fcfs-bsld-ticks")})
     svc.engine.tick("shadow")
     old = svc.engine.model
     assert old is not None
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / "manifest.json").write_text((MODELS / "itp-fcfs-bsld" / "manifest.json").read_text())
-    (broken / "actor.pt").write_bytes((MODELS / "itp-fcfs-bsld" / "actor.pt").read_bytes()[:-10])
+    (broken / "manifest.json").write_text((MODELS / "itp-fcfs-bsld-ticks" / "manifest.json").read_text())
+    (broken / "actor.pt").write_bytes((MODELS / "itp-fcfs-bsld-ticks" / "actor.pt").read_bytes()[:-10])
     reply = svc.reload(broken)
     assert reply["ok"] is False and "sha256" in reply["error"]
     assert svc.engine.model is old
-    reply = svc.reload(MODELS / "itp-fcfs-bsld")
+    reply = svc.reload(MODELS / "itp-fcfs-bsld-ticks")
     assert reply["ok"] is True
     assert svc.engine.model is not old
-    itp = json.loads((MODELS / "itp-fcfs-bsld" / "manifest.json").read_text())["sha256"]
+    itp = json.loads((MODELS / "itp-fcfs-bsld-ticks" / "manifest.json").read_text())["sha256"]
     series = [s for m in svc.metrics.registry.collect() for s in m.samples if s.name == "rltuned_model_info"]
     assert [s.labels["model_sha256"] for s in series] == [itp]  # the old model's series is gone
-    manifest = json.loads((MODELS / "itp-fcfs-bsld" / "manifest.json").read_text())
+    manifest = json.loads((MODELS / "itp-fcfs-bsld-ticks" / "manifest.json").read_text())
     commit, seed = manifest["training_commit"], manifest["seed"]
     assert series[0].labels["model_version"].startswith(f"{commit[:12]}")
     assert series[0].labels["model_version"].endswith(f"/seed{seed}")
@@ -82,7 +82,7 @@ class _NanOnARealQueue(torch.nn.Module):
 
 
 def test_reload_rejects_a_model_that_fails_only_on_the_live_queue(tmp_path: Path) -> None:
-    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld")})
+    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld-ticks")})
     old = svc.engine.model
     svc.engine.tick("shadow")  # the live queue the new model is tried on
     bad = export_actor(_NanOnARealQueue(), tmp_path / "nan", {"seed": 0, "training_commit": "abc"})
@@ -112,7 +112,9 @@ def tiny_model(out_dir: Path, base: str) -> Path:
 
 
 def test_reload_refuses_a_model_trained_on_another_base_and_names_both(tmp_path: Path) -> None:
-    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld"), "model_dirs": [str(tmp_path)]})
+    svc = service(
+        tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld-ticks"), "model_dirs": [str(tmp_path)]}
+    )
     svc.engine.tick("shadow")
     old = svc.engine.model
     assert old is not None
@@ -418,14 +420,16 @@ def test_plan_and_explain_answer_from_the_last_decision_while_a_tick_holds_the_l
 def test_reload_model_loads_only_from_approved_directories_or_a_pinned_digest(tmp_path: Path) -> None:
     """A model's ranking is written with the daemon's rights: not from any path a socket user names."""
     elsewhere = tiny_model(tmp_path / "elsewhere" / "m", "fcfs")
-    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld")})
+    svc = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld-ticks")})
     reply = svc.handle({"command": "reload-model", "path": str(elsewhere)})
     assert reply["ok"] is False and "not in an approved model directory" in reply["error"]
     assert str(MODELS) in reply["error"] and svc.engine.model is not None
     sneaky = MODELS.parent / "models" / ".." / "tests"  # resolved before the check
     assert "not in an approved" in svc.handle({"command": "reload-model", "path": str(sneaky)})["error"]
     digest = json.loads((elsewhere / "manifest.json").read_text())["sha256"]
-    pinned = service(tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld"), "model_sha256": [digest]})
+    pinned = service(
+        tmp_path, policy={"model": str(MODELS / "itp-fcfs-bsld-ticks"), "model_sha256": [digest]}
+    )
     assert pinned.handle({"command": "reload-model", "path": str(elsewhere)})["ok"]
     allowed = service(tmp_path, policy={"model_dirs": [str(tmp_path / "elsewhere")]})
     assert allowed.handle({"command": "reload-model", "path": str(elsewhere)})["ok"]

@@ -101,7 +101,7 @@ class Notifications:
 def daemon(tmp_path: Path):  # type: ignore[no-untyped-def]
     fake_slurm(tmp_path / "bin", delay_s=1.0)
     config = tmp_path / "rltuned.toml"
-    write_config(config, tmp_path, MODELS / "philly-fcfs-bsld")
+    write_config(config, tmp_path, MODELS / "philly-fcfs-bsld-ticks")
     notify = Notifications(tmp_path / "notify.sock")
     log = (tmp_path / "daemon.log").open("w")
     proc = subprocess.Popen(
@@ -139,7 +139,7 @@ def test_ready_comes_after_the_first_snapshot_and_the_watchdog_is_fed(daemon) ->
 def test_sighup_reloads_the_config_and_its_model_and_a_bad_config_changes_nothing(daemon) -> None:  # type: ignore[no-untyped-def]
     proc, notify, config, log = daemon
     notify.wait_for("READY=1", 60)
-    config.write_text(config.read_text().replace("philly-fcfs-bsld", "itp-fcfs-bsld"))
+    config.write_text(config.read_text().replace("philly-fcfs-bsld-ticks", "itp-fcfs-bsld-ticks"))
     proc.send_signal(signal.SIGHUP)
     notify.wait_for("RELOADING=1", 20)
     deadline = time.monotonic() + 30
@@ -147,7 +147,7 @@ def test_sighup_reloads_the_config_and_its_model_and_a_bad_config_changes_nothin
         assert time.monotonic() < deadline, log.read_text()[-2000:]
         time.sleep(0.2)
     reloaded = next(e for e in events(log) if e["event"] == "model_reloaded")
-    assert "itp-fcfs-bsld" in str(reloaded["path"])
+    assert "itp-fcfs-bsld-ticks" in str(reloaded["path"])
     config.write_text(config.read_text() + "[apply]\nmoda = 1\n")
     proc.send_signal(signal.SIGHUP)
     deadline = time.monotonic() + 30
@@ -175,7 +175,7 @@ def test_rltunectl_talks_to_the_running_daemon_and_a_bad_reload_keeps_the_model(
     notify.wait_for("READY=1", 60)
     status = rltunectl("status", "--config", str(config), "--json")
     assert status.returncode == 0, status.stderr
-    assert "philly-fcfs-bsld" in json.loads(status.stdout)["model"]
+    assert "philly-fcfs-bsld-ticks" in json.loads(status.stdout)["model"]
     healthy = rltunectl("status", "--check", "--config", str(config))
     assert healthy.returncode == 0 and "healthy: True" in healthy.stdout, healthy.stderr
     bad = tmp_path / "bad-model"
@@ -186,13 +186,14 @@ def test_rltunectl_talks_to_the_running_daemon_and_a_bad_reload_keeps_the_model(
     assert reload.returncode == 1
     assert reload.stderr.count("\n") == 1 and "schema_version" in reload.stderr
     assert (
-        "philly-fcfs-bsld"
+        "philly-fcfs-bsld-ticks"
         in json.loads(rltunectl("status", "--config", str(config), "--json").stdout)["model"]
     )
-    good = rltunectl("reload-model", str(MODELS / "itp-fcfs-bsld"), "--config", str(config))
+    good = rltunectl("reload-model", str(MODELS / "itp-fcfs-bsld-ticks"), "--config", str(config))
     assert good.returncode == 0, good.stderr
     assert (
-        "itp-fcfs-bsld" in json.loads(rltunectl("status", "--config", str(config), "--json").stdout)["model"]
+        "itp-fcfs-bsld-ticks"
+        in json.loads(rltunectl("status", "--config", str(config), "--json").stdout)["model"]
     )
     plan = rltunectl("plan", "--config", str(config))
     assert plan.returncode == 0 and "daemon (shadow)" in plan.stdout
@@ -237,7 +238,7 @@ def test_every_syscall_of_a_running_daemon_is_in_the_units_filter(tmp_path: Path
     assert unit["SystemCallFilter"] == ["@system-service"]
     fake_slurm(tmp_path / "bin", delay_s=0.2)
     config = tmp_path / "rltuned.toml"
-    write_config(config, tmp_path, MODELS / "philly-fcfs-bsld")
+    write_config(config, tmp_path, MODELS / "philly-fcfs-bsld-ticks")
     notify = Notifications(tmp_path / "notify.sock")
     trace = tmp_path / "strace.txt"
     with (tmp_path / "daemon.log").open("w") as log:

@@ -16,7 +16,14 @@ MODELS = sorted(p.parent for p in [*ROOT.glob("*/manifest.json"), *ROOT.glob("*/
 
 
 def test_models_are_shipped() -> None:
-    assert {m.name for m in MODELS} >= {"philly-fcfs-bsld", "itp-fcfs-bsld"}
+    assert {m.name for m in MODELS} >= {"philly-sjf-bsld", "philly-fcfs-bsld-ticks", "itp-fcfs-bsld-ticks"}
+
+
+@pytest.mark.parametrize("model_dir", MODELS, ids=lambda p: p.name)
+def test_what_ships_was_trained_in_the_loop_the_daemon_runs(model_dir: Path) -> None:
+    # The paper-replication loop (one job chosen per decision) is kept only as what it is, and named so.
+    loop = load_model(model_dir).manifest.get("loop", "paper")
+    assert loop == "ticks" or (loop == "paper" and model_dir.name.endswith("-paper"))
 
 
 @pytest.mark.parametrize("model_dir", MODELS, ids=lambda p: p.name)
