@@ -16,15 +16,30 @@ before this rule was trained with).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rltuned.domain import ClusterSnapshot
 
-if TYPE_CHECKING:  # decide.py imports plan.py, which keeps the last decision: a type-only import
-    from rltuned.core.decide import Decision
+if TYPE_CHECKING:  # plan.py keeps the last decision: type-only imports, no cycle
+    from rltuned.core.placement import Placements
+    from rltuned.core.plan import Plan, Written
+    from rltuned.core.ranking import Ranking
+
+
+class Decided(Protocol):
+    """What `remember` reads of a decision: the core's, or the daemon engine's that wraps it."""
+
+    @property
+    def ranking(self) -> Ranking: ...
+    @property
+    def placements(self) -> Placements: ...
+    @property
+    def plan(self) -> Plan: ...
+    @property
+    def guard_deadline(self) -> float: ...
+
 
 EARLY_S = 1.0
 """A refresh is due from this long before `refresh_s`: the simulator ticks exactly `interval_s` apart,
@@ -65,7 +80,7 @@ def signature(snapshot: ClusterSnapshot) -> Signature:
 
 
 def remember(
-    decision: Decision, snapshot: ClusterSnapshot, written_whole: bool, refresh_s: float
+    decision: Decided, snapshot: ClusterSnapshot, written_whole: bool, refresh_s: float
 ) -> LastDecision:
     """What the next ticks compare with, once the decision's writes are done (`written_whole`: every
     planned write landed)."""
@@ -79,16 +94,17 @@ def remember(
     return LastDecision(signature(snapshot), due_at, settled)
 
 
-def due(
-    last: LastDecision | None, snapshot: ClusterSnapshot, refresh_s: float, owned: Mapping[int, int]
-) -> bool:
+def due(snapshot: ClusterSnapshot, refresh_s: float, written: Written) -> bool:
     """Whether this tick decides: always with `refresh_s = 0`; else when the last plan left work, when
     its time is up, when a priority rltuned wrote was changed by someone else (an admin's `scontrol
-    update` or `top`), or when anything else a decision reads changed."""
+    update` or `top`), or when anything else a decision reads changed. The ledger's priorities are read
+    only past the cheap checks: with `refresh_s = 0` this costs nothing per tick."""
+    last = written.last_decision
     if refresh_s <= 0 or last is None or not last.settled:
         return True
     if snapshot.now >= last.due_at - EARLY_S:
         return True
+    owned = written.owned_priorities()
     if any(j.id in owned and owned[j.id] != j.priority for j in snapshot.pending):
         return True
     return signature(snapshot) != last.signature

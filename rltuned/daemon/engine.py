@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rltuned.core import Action, Change, Placements, Plan, Ranking, decide
-from rltuned.core import Decision as CoreDecision
 from rltuned.core.inputs import HISTORY_INPUTS, POLICY_INPUTS
 from rltuned.core.levers import HOLD_RELEASE, LEVERS
 from rltuned.core.quiet import due, remember
@@ -227,8 +226,7 @@ class Engine:
         self.progress_at = time.monotonic()
         self.ledger.keep_only(self.queue_ids)
         core = self.settings.core()
-        last, owned = self.ledger.last_decision, self.ledger.owned_priorities()
-        if self._same_as_decided(mode) and not due(last, view.snapshot, core.refresh_s, owned):
+        if self._same_as_decided(mode) and not due(view.snapshot, core.refresh_s, self.ledger):
             queue = (view.report.pending, view.report.running)
             report = TickReport(self.ticks, mode, "quiet", stages={"snapshot": snapshot_s}, queue=queue)
             return self._finish(report, started)
@@ -250,10 +248,7 @@ class Engine:
         if core.refresh_s > 0:  # shadow mode writes nothing, and its plan is as settled as it will get
             ok = sum(n for key, n in applied.items() if key.endswith((":ok", ":gone", ":held")))
             whole = mode != "enforce" or ok == len(decision.plan.actions)
-            core_decision = CoreDecision(
-                decision.ranking, decision.placements, decision.plan, guard_deadline=decision.guard_deadline
-            )
-            self.ledger.last_decision = remember(core_decision, view.snapshot, whole, core.refresh_s)
+            self.ledger.last_decision = remember(decision, view.snapshot, whole, core.refresh_s)
             self.decided_as = (mode, self.model, self.settings)
         reachable = "skipped:unreachable" not in applied
         report = TickReport(self.ticks, mode, "ok", None, decision, applied, stages)

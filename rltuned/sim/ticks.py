@@ -95,8 +95,7 @@ class TickEpisode:
         nothing this tick (`core/quiet.py`); `pass_quiet` goes on to the next."""
         if self.snapshot is None:
             return False
-        refresh = self.settings.core.refresh_s
-        return not due(self.written.last_decision, self.snapshot, refresh, self.written.owned_priorities())
+        return not due(self.snapshot, self.settings.core.refresh_s, self.written)
 
     def pass_quiet(self) -> None:
         if self.snapshot is None:

@@ -24,41 +24,49 @@ def snapshot(
     return ClusterSnapshot(now, SPEC, (free, 4), (32, 32), (100_000, 100_000), pending, running)
 
 
+def ledger(last: LastDecision | None, owned: dict[int, int]) -> Written:
+    """A ledger that wrote `owned` priorities and remembers `last`."""
+    written = Written()
+    for job_id, value in owned.items():
+        written.record(job_id, priority=value)
+    written.last_decision = last
+    return written
+
+
 def settled_at(before: ClusterSnapshot, due_at: float = 1600.0) -> LastDecision:
     return LastDecision(signature(before), due_at, settled=True)
 
 
 def test_a_tick_is_quiet_only_when_nothing_changed_before_its_time() -> None:
     last = settled_at(snapshot(1000.0, JOBS))
-    assert not due(last, snapshot(1060.0, JOBS), 600.0, {})  # only the clock moved
-    assert due(last, snapshot(1600.0, JOBS), 600.0, {})  # refresh_s passed: aging and the guard act
-    assert due(last, snapshot(1600.0 - EARLY_S, JOBS), 600.0, {})  # the daemon's reads land either side
-    assert due(last, snapshot(1060.0, JOBS[:1]), 600.0, {})  # a job left the queue
-    assert due(last, snapshot(1060.0, (*JOBS, Job(3, 1050.0, 1, time_limit=60.0))), 600.0, {})
-    assert due(last, snapshot(1060.0, JOBS, running=()), 600.0, {})  # a job finished: GPUs freed
+    assert not due(snapshot(1060.0, JOBS), 600.0, ledger(last, {}))  # only the clock moved
+    assert due(snapshot(1600.0, JOBS), 600.0, ledger(last, {}))  # refresh_s passed: aging and the guard act
+    assert due(snapshot(1600.0 - EARLY_S, JOBS), 600.0, ledger(last, {}))  # reads land either side
+    assert due(snapshot(1060.0, JOBS[:1]), 600.0, ledger(last, {}))  # a job left the queue
+    assert due(snapshot(1060.0, (*JOBS, Job(3, 1050.0, 1, time_limit=60.0))), 600.0, ledger(last, {}))
+    assert due(snapshot(1060.0, JOBS, running=()), 600.0, ledger(last, {}))  # a job finished: GPUs freed
     longer = (replace(JOBS[0], time_limit=1200.0), JOBS[1])  # a user's `scontrol update TimeLimit=`
-    assert due(last, snapshot(1060.0, longer), 600.0, {})
+    assert due(snapshot(1060.0, longer), 600.0, ledger(last, {}))
     drained = replace(snapshot(1060.0, JOBS), free_gpus=(2, 0), free_cpus=(24, 0), free_mem_mb=(50_000, 0))
-    assert due(last, drained, 600.0, {})  # a node drained: nothing else changed
+    assert due(drained, 600.0, ledger(last, {}))  # a node drained: nothing else changed
 
 
 def test_priorities_slurm_ages_are_no_change_but_one_someone_else_changed_is() -> None:
     last = settled_at(snapshot(1000.0, JOBS))
     aged = tuple(replace(j, priority=(j.priority or 0) + 7) for j in JOBS)
-    assert not due(
-        last, snapshot(1060.0, aged), 600.0, {}
-    )  # multifactor's age moves priorities we do not own
+    # multifactor's age moves priorities we do not own
+    assert not due(snapshot(1060.0, aged), 600.0, ledger(last, {}))
     ours = {1: 900, 2: 800}
-    assert not due(last, snapshot(1060.0, JOBS), 600.0, ours)
+    assert not due(snapshot(1060.0, JOBS), 600.0, ledger(last, ours))
     topped = (JOBS[0], replace(JOBS[1], priority=950))  # an admin's `scontrol top 2`
-    assert due(last, snapshot(1060.0, topped), 600.0, ours)
+    assert due(snapshot(1060.0, topped), 600.0, ledger(last, ours))
 
 
 def test_left_work_no_decision_yet_or_refresh_zero_always_decide() -> None:
     now = snapshot(1060.0, JOBS)
-    assert due(None, now, 600.0, {})
-    assert due(replace(settled_at(now), settled=False), now, 600.0, {})
-    assert due(settled_at(now), now, 0.0, {})  # every tick, as before
+    assert due(now, 600.0, ledger(None, {}))
+    assert due(now, 600.0, ledger(replace(settled_at(now), settled=False), {}))
+    assert due(now, 0.0, ledger(settled_at(now), {}))  # every tick, as before
 
 
 def test_a_decision_is_settled_only_when_its_whole_plan_went_out_from_the_ranking_it_meant() -> None:
