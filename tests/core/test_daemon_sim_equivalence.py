@@ -49,9 +49,10 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
 
 
 def workload(seed: int) -> list[Job]:
-    """What Slurm keeps exactly: whole-second submits, whole-minute limits, explicit CPUs."""
+    """What Slurm keeps exactly: whole-second submits (epoch seconds: Slurm's JSON writes 0 for a time
+    never set, so a job started at 0 would read as malformed), whole-minute limits, explicit CPUs."""
     rng = np.random.default_rng(seed)
-    jobs, t = [], 0.0
+    jobs, t = [], 1_700_000_000.0
     for i in range(40):
         t += float(rng.integers(0, 90))
         gpu_type = [None, "P100", "K80", None][int(rng.integers(0, 4))]
