@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rltuned.clusters import load_cluster, preset_names
+from rltuned.domain import ClusterSpec
 from rltuned.errors import ConfigError, UsageError
 
 
@@ -73,3 +74,16 @@ def test_a_non_numeric_gpu_memory_names_the_key(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"nodes\[0\]\.gpu_mem_gb"):
         load_cluster(str(bad))
+
+
+def test_wagap_slice_is_half_of_each_wagap_cluster() -> None:
+    """The slice keeps wagap's node shapes and halves each cluster, so a job that fits wagap fits it."""
+    whole, half = load_cluster("wagap"), load_cluster("wagap-slice")
+
+    def count(spec: ClusterSpec, gpu_type: str) -> int:
+        return sum(1 for n in spec.nodes if n.gpu_type == gpu_type)
+
+    assert {(n.gpu_type, n.gpus, n.cpus, n.mem_mb) for n in half.nodes} == {
+        (n.gpu_type, n.gpus, n.cpus, n.mem_mb) for n in whole.nodes
+    }
+    assert [count(half, t) * 2 for t in ("zewura", "zegox")] == [count(whole, t) for t in ("zewura", "zegox")]
