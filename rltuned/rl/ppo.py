@@ -188,20 +188,9 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
     agent = ActorCritic(args.rank_prior)
     pi_opt = torch.optim.Adam(agent.actor.parameters(), lr=args.pi_lr)
     vf_opt = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_lr)
-    curve: list[dict[str, float]] = []
-    first_epoch, wall_before = 0, 0.0
-    checkpoint = out / "checkpoint.pt"
-    if args.resume and checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=True)
-        agent.load_state_dict(state["agent"])
-        pi_opt.load_state_dict(state["pi_opt"])
-        vf_opt.load_state_dict(state["vf_opt"])
-        first_epoch, wall_before = int(state["epoch"]), float(state["wall_s"])
-        args.extra.update(state.get("extra", {}))  # e.g. the imitation's statistics and the first commit
-        # The curve is written every epoch, the checkpoint every few: drop rows after the checkpoint.
-        curve = json.loads((out / "curve.json").read_text())[:first_epoch]
+    curve, wall_before, finished = _resume(args, agent, (pi_opt, vf_opt))
     t0 = time.perf_counter()
-    if first_epoch == 0 and args.imitate_episodes > 0:
+    if not curve and args.imitate_episodes > 0:
         demo = demonstrate(
             env, args.imitate_episodes, args.seed * 1_000_003 + IMITATION_SEED_OFFSET, args.gamma
         )
@@ -226,7 +215,8 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
             started = time.perf_counter()
             args.extra["validation_base_scores"] = collector.validate(None)
             args.extra["validation_wall_s"] = time.perf_counter() - started  # the budget's first estimate
-        curve = _epochs(args, collector, agent, (pi_opt, vf_opt), curve, wall_before - t0, progress)
+        if not finished:
+            curve = _epochs(args, collector, agent, (pi_opt, vf_opt), curve, wall_before - t0, progress)
     finally:
         collector.close()
     best = out / BEST_FILE
@@ -237,6 +227,29 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
     info["epochs_done"] = len(curve)
     info["training_wall_s"] = curve[-1]["time/wall_s"] if curve else 0.0
     return export_actor(agent.actor, out, info)
+
+
+def _resume(
+    args: Args, agent: ActorCritic, opts: tuple[torch.optim.Optimizer, torch.optim.Optimizer]
+) -> tuple[list[dict[str, float]], float, bool]:
+    """With `--resume` and a checkpoint: its state restored, and the curve, wall time and whether the
+    run is finished (it stopped on its budget and is not given a larger one)."""
+    out = Path(args.out)
+    checkpoint = out / "checkpoint.pt"
+    if not (args.resume and checkpoint.is_file()):
+        return [], 0.0, False
+    state = torch.load(checkpoint, weights_only=True)
+    agent.load_state_dict(state["agent"])
+    opts[0].load_state_dict(state["pi_opt"])
+    opts[1].load_state_dict(state["vf_opt"])
+    args.extra.update(state.get("extra", {}))  # e.g. the imitation's statistics and the first commit
+    if "best_actor" in state:  # checkpoints from before it was kept leave best.pt as it is
+        _restore_best(out / BEST_FILE, state["best_actor"])
+    # The curve is written every epoch, the checkpoint every few: drop rows after the checkpoint.
+    curve = json.loads((out / "curve.json").read_text())[: int(state["epoch"])]
+    spent = state.get("stopped_on_budget_min")
+    finished = spent is not None and (args.minutes is None or args.minutes <= float(spent))
+    return curve, float(state["wall_s"]), finished
 
 
 def _epochs(
@@ -255,6 +268,8 @@ def _epochs(
     pi_opt, vf_opt = opts
     for epoch in range(len(curve), args.epochs):
         started = time.perf_counter()
+        if curve and args.minutes is not None and started + clock_offset >= args.minutes * 60:
+            break  # resumed past the budget (a run killed after its end); a new run trains one epoch
         first_seed = args.seed * 1_000_003 + epoch * 1000
         ro = collector.collect(agent, range(first_seed, first_seed + args.episodes_per_epoch))
         if epoch == 0 and args.imitate_episodes == 0:
@@ -288,7 +303,8 @@ def _epochs(
         if progress is not None:
             progress(epoch + 1, row)
         if (epoch + 1) % args.checkpoint_every == 0 or epoch + 1 == args.epochs or over_budget:
-            _checkpoint(checkpoint, agent, pi_opt, vf_opt, epoch + 1, wall, args.extra)
+            stopped = args.minutes if over_budget else None
+            _checkpoint(checkpoint, agent, (pi_opt, vf_opt), epoch + 1, wall, args.extra, stopped)
         if over_budget:
             break
     return curve
@@ -338,6 +354,16 @@ def _better(agent: float, base: float, metric: str) -> bool:
     return agent > base if metric == "util" else agent < base
 
 
+def _restore_best(path: Path, best_actor: dict[str, torch.Tensor] | None) -> None:
+    """`best.pt` as it was at the checkpoint, so that it matches the restored validation record."""
+    if best_actor is None:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_suffix(".tmp")
+    torch.save(best_actor, tmp)
+    tmp.replace(path)
+
+
 def _write_curve(out: Path, curve: list[dict[str, float]]) -> None:
     (out / "curve.json").write_text(json.dumps(curve, indent=1) + "\n")
     with (out / "curve.csv").open("w", newline="") as handle:
@@ -347,10 +373,16 @@ def _write_curve(out: Path, curve: list[dict[str, float]]) -> None:
         writer.writerows(curve)
 
 
-def _checkpoint(path: Path, agent: ActorCritic, pi_opt: torch.optim.Optimizer, vf_opt: torch.optim.Optimizer,
-                epoch: int, wall: float, extra: dict[str, Any]) -> None:  # fmt: skip
+def _checkpoint(path: Path, agent: ActorCritic, opts: tuple[torch.optim.Optimizer, torch.optim.Optimizer],
+                epoch: int, wall: float, extra: dict[str, Any],
+                stopped_on_budget_min: float | None) -> None:  # fmt: skip
+    """The best actor so far goes in too: `best.pt` is rewritten after every better validation, so after
+    a crash it can be newer than the checkpoint's `extra["validation"]`, which describes this copy."""
     tmp = path.with_suffix(".tmp")
-    state = {"agent": agent.state_dict(), "pi_opt": pi_opt.state_dict(), "vf_opt": vf_opt.state_dict(),
-             "epoch": epoch, "wall_s": wall, "extra": extra}  # fmt: skip
+    best = path.parent / BEST_FILE
+    state = {"agent": agent.state_dict(), "pi_opt": opts[0].state_dict(), "vf_opt": opts[1].state_dict(),
+             "epoch": epoch, "wall_s": wall, "extra": extra,
+             "best_actor": torch.load(best, weights_only=True) if best.is_file() else None,
+             "stopped_on_budget_min": stopped_on_budget_min}  # fmt: skip
     torch.save(state, tmp)
     tmp.replace(path)

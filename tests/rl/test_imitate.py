@@ -114,3 +114,31 @@ def test_a_resumed_warm_started_run_keeps_the_imitation_record(
     assert resumed["epochs_done"] == 2
     for key in ("imitation_top1", "imitation_decisions", "imitation_wall_s", "training_commit"):
         assert resumed[key] == first[key], key
+
+
+def test_a_run_that_stopped_on_its_budget_resumes_to_nothing_unless_given_more(
+    tmp_path: Path, burst: tuple[Path, Path]
+) -> None:
+    """Resuming a finished run (e.g. a queue script run twice) must not train past the budget it had."""
+    run: dict[str, Any] = {"episodes_per_epoch": 1, "epochs": 5, "minutes": 1e-6}
+    assert load_model(train(tiny_args(burst, tmp_path / "m", **run))).manifest["epochs_done"] == 1
+    again = load_model(train(tiny_args(burst, tmp_path / "m", **run, resume=True))).manifest
+    assert again["epochs_done"] == 1
+    more = load_model(train(tiny_args(burst, tmp_path / "m", **{**run, "minutes": 60.0}, resume=True)))
+    assert more.manifest["epochs_done"] == 5
+
+
+def test_a_resumed_run_ships_the_best_actor_its_validation_record_describes(
+    tmp_path: Path, burst: tuple[Path, Path]
+) -> None:
+    """After a crash, best.pt can come from an epoch after the last checkpoint, whose validation record
+    the resumed run no longer has: resuming puts back the best actor the checkpoint knew."""
+    run: dict[str, Any] = {"episodes_per_epoch": 1, "epochs": 2, "validate_every": 1,
+                           "validation_window": 64}  # fmt: skip
+    first = load_model(train(tiny_args(burst, tmp_path / "m", **run)))
+    best = tmp_path / "m" / "best.pt"
+    recorded = torch.load(best, weights_only=True)
+    torch.save({k: v + 1.0 for k, v in recorded.items()}, best)  # a later best whose record was lost
+    resumed = load_model(train(tiny_args(burst, tmp_path / "m", **run, resume=True)))
+    assert resumed.manifest["validation"] == first.manifest["validation"]
+    assert all(torch.equal(v, recorded[k]) for k, v in torch.load(best, weights_only=True).items())
