@@ -142,8 +142,8 @@ def section(model_dir: Path, seeds: int, pool: ProcessPoolExecutor) -> str:
     }
     pick = min if LOWER_IS_BETTER[key] else max
     best = pick(bases, key=lambda b: val[b])
-    if m.get("estimates", "qssf-noise") == "exact":
-        seeds = 1  # the oracle has no estimate noise to draw
+    if not noisy(m):
+        seeds = 1  # the oracle and the users' own limits have no estimate noise to draw
     n_test = windows(d, "test")
     sides = [(b, None) for b in bases] + [(str(m["base"]), d)]
     tasks = [Task(d, mdl, b, "test", w, s) for b, mdl in sides for s in range(seeds) for w in range(n_test)]
@@ -309,6 +309,8 @@ def loop_of(m: dict[str, Any]) -> tuple[TickSettings | SimConfig, str]:
         name = "paper-replication loop, " + ("EASY backfilling" if bf else "no backfilling")
     if estimates == "exact":
         return config, f"{name}, EXACT runtimes (oracle: the paper's setting, not a deployable one)"
+    if m.get("estimates_resolved") == "trace":
+        return config, f"{name}, the users' own time limits from the trace"
     return config, f"{name}, {estimates} estimates"
 
 
@@ -342,11 +344,17 @@ def windows(model_dir: str, split: str) -> int:
     return len(disjoint_windows(split_range(len(trace_jobs(str(m["trace"]), "exact", 0)), split)))
 
 
+def noisy(m: dict[str, Any]) -> bool:
+    """Whether the model's runtime estimates are drawn (seeded noise) rather than exact or the trace's."""
+    resolved = m.get("estimates_resolved", m.get("estimates", "qssf-noise"))
+    return resolved not in ("exact", "trace")
+
+
 def run_task(task: Task) -> Metrics:
     torch.set_num_threads(1)  # as `rltunectl evaluate`: one small MLP per decision
     m = model_at(task.model_dir).manifest
     estimates = str(m.get("estimates", "qssf-noise"))
-    seed = task.estimates_seed if estimates != "exact" else 0
+    seed = task.estimates_seed if noisy(m) else 0
     jobs = trace_jobs(str(m["trace"]), estimates, seed)
     config, _ = loop_of(m)
     if isinstance(config, TickSettings):
