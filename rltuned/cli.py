@@ -257,7 +257,7 @@ def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
     ev.add_argument(
         "--placement", choices=PLACEMENTS, help="paper loop; default: the model's training placement"
     )
-    ev.add_argument("--estimates", choices=MODELS, default="qssf-noise")
+    ev.add_argument("--estimates", choices=MODELS, help="default: the model's training estimates")
     ev.add_argument("--estimates-seed", type=int, default=0)
     ev.add_argument("--backfill", action=argparse.BooleanOptionalAction, help="default: as trained")
     ev.add_argument(
@@ -544,9 +544,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     manifest = model.manifest
     bases = _policy_list(args.base, "base policy")
     cluster = load_cluster(args.cluster)
-    jobs, model_name = apply_estimates(
-        load_trace(_trace_path(args.trace)).jobs, args.estimates, args.estimates_seed
-    )
+    # A model trained on the users' own time limits is judged on them, not on drawn estimates.
+    estimates = args.estimates or str(manifest.get("estimates", "qssf-noise"))
+    trace = load_trace(_trace_path(args.trace))
+    jobs, model_name = apply_estimates(trace.jobs, estimates, args.estimates_seed)
     span = split_range(len(jobs), args.split)
     if args.sequences is None:
         windows = disjoint_windows(span, args.jobs)

@@ -47,3 +47,20 @@ def test_a_corrupt_model_is_refused_with_one_line(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 1
     assert "schema_version" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_is_judged_on_the_estimates_it_was_trained_on_unless_told_otherwise(tmp_path: Path) -> None:
+    """A model trained on the users' own limits (or exact runtimes) must not be scored on drawn noise."""
+    model = export_actor(Actor(), tmp_path / "m", {"warmup": 0, "estimates": "exact"})
+
+    def estimates(*extra: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "rltuned", "evaluate", "--model", str(model), "--trace", "philly",
+             "--cluster", "philly-slice", "--sequences", "1", "--jobs", "64", "--json", *extra],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return str(json.loads(out.stdout)["estimates"])
+
+    assert estimates() == "exact"
+    assert estimates("--estimates", "qssf-noise") == "qssf-noise"
