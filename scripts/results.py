@@ -63,9 +63,9 @@ Protocol (docs/training.md, "Splits"): each trace splits by submit time into tra
 (80%), validation (10%) and test (10%). The heuristic to beat is chosen on validation; every number below
 is on the test split's disjoint windows (1,024 jobs where the split holds six, else 512 or 256), each
 after its preceding jobs as warm-up. Each cell: mean (std) over {seeds} seeds of the runtime-estimate
-noise of the mean over windows (one value where estimates are exact). Lower is better except GPU
-utilization; fairness is the worst user's mean bounded slowdown over the mean of all jobs (1 = even;
-ITP's trace names no users, so there it is 1 by construction).
+noise of the mean over windows (one value where estimates are exact or the trace's own limits). Lower
+is better except GPU utilization; fairness is the worst user's mean bounded slowdown over the mean of
+all jobs (1 = even; ITP's trace names no users, so there it is 1 by construction).
 The agent acts deterministically (argsort of its scores, as the daemon ranks). In the daemon's loop,
 `slurm-multifactor` is Slurm alone (no daemon) with the multifactor weights the model was trained under
 (1000 each), and `slurm-multifactor-tuned` Slurm alone with the weights `rltunectl tune` searched on the
@@ -297,7 +297,7 @@ def seed_table(
 
 def loop_of(m: dict[str, Any]) -> tuple[TickSettings | SimConfig, str]:
     """The loop a model is evaluated in (the one it was trained in), and how to name it."""
-    estimates = str(m.get("estimates", "qssf-noise"))
+    estimates = str(m.get("estimates_resolved", m.get("estimates", "qssf-noise")))
     config: TickSettings | SimConfig
     if m.get("loop", "paper") == "ticks":
         ticks = tick_settings_of(m, str(m["base"]))
@@ -309,7 +309,7 @@ def loop_of(m: dict[str, Any]) -> tuple[TickSettings | SimConfig, str]:
         name = "paper-replication loop, " + ("EASY backfilling" if bf else "no backfilling")
     if estimates == "exact":
         return config, f"{name}, EXACT runtimes (oracle: the paper's setting, not a deployable one)"
-    if m.get("estimates_resolved") == "trace":
+    if estimates == "trace":
         return config, f"{name}, the users' own time limits from the trace"
     return config, f"{name}, {estimates} estimates"
 

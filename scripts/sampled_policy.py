@@ -45,6 +45,8 @@ def main() -> None:
     torch.set_num_threads(1)
     model = load_model(args.model)
     m = model.manifest
+    if m.get("loop") != "ticks":
+        parser.error(f"{args.model}: a paper-replication-loop model; this compares the daemon's ranking")
     jobs, _ = apply_estimates(load_trace(resolve_trace(m["trace"])).jobs, m["estimates"], m["estimates_seed"])
     config = tick_settings_of(m, m["base"])
     validator = Validator(jobs, load_cluster(m["cluster"]), m["base"], config, int(m["warmup"]), m["metric"],

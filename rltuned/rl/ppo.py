@@ -186,9 +186,35 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
     torch.set_num_threads(1)
     env = make_env(args)
     agent = ActorCritic(args.rank_prior)
-    pi_opt = torch.optim.Adam(agent.actor.parameters(), lr=args.pi_lr)
-    vf_opt = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_lr)
-    curve, wall_before, finished = _resume(args, agent, (pi_opt, vf_opt))
+    opts = (
+        torch.optim.Adam(agent.actor.parameters(), lr=args.pi_lr),
+        torch.optim.Adam(agent.critic.parameters(), lr=args.vf_lr),
+    )
+    curve, wall_before, finished = _resume(args, agent, opts)
+    if not finished:
+        curve = _train(args, env, agent, opts, curve, wall_before, progress)
+    _write_curve(out, curve)  # a resume that trained nothing drops rows written after its checkpoint
+    # best.pt is the best validated actor of this run: its record is extra["validation"].
+    best = out / BEST_FILE
+    if args.validate_every and "validation" in args.extra and best.is_file():
+        agent.actor.load_state_dict(torch.load(best, weights_only=True))
+    info = {k: v for k, v in asdict(args).items() if k not in ("extra", "resume", "out")}
+    info.update(args.extra)
+    info["epochs_done"] = len(curve)
+    info["training_wall_s"] = curve[-1]["time/wall_s"] if curve else 0.0
+    return export_actor(agent.actor, out, info)
+
+
+def _train(
+    args: Args,
+    env: SchedulingEnv | TickEnv,
+    agent: ActorCritic,
+    opts: tuple[torch.optim.Optimizer, torch.optim.Optimizer],
+    curve: list[dict[str, float]],
+    wall_before: float,
+    progress: Callable[[int, dict[str, float]], None] | None,
+) -> list[dict[str, float]]:
+    """The imitation warm start (a new run only), the base's validation scores, then PPO's epochs."""
     t0 = time.perf_counter()
     if not curve and args.imitate_episodes > 0:
         demo = demonstrate(
@@ -215,18 +241,9 @@ def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None =
             started = time.perf_counter()
             args.extra["validation_base_scores"] = collector.validate(None)
             args.extra["validation_wall_s"] = time.perf_counter() - started  # the budget's first estimate
-        if not finished:
-            curve = _epochs(args, collector, agent, (pi_opt, vf_opt), curve, wall_before - t0, progress)
+        return _epochs(args, collector, agent, opts, curve, wall_before - t0, progress)
     finally:
         collector.close()
-    best = out / BEST_FILE
-    if validator is not None and best.is_file():
-        agent.actor.load_state_dict(torch.load(best, weights_only=True))
-    info = {k: v for k, v in asdict(args).items() if k not in ("extra", "resume", "out")}
-    info.update(args.extra)
-    info["epochs_done"] = len(curve)
-    info["training_wall_s"] = curve[-1]["time/wall_s"] if curve else 0.0
-    return export_actor(agent.actor, out, info)
 
 
 def _resume(
@@ -247,8 +264,8 @@ def _resume(
         _restore_best(out / BEST_FILE, state["best_actor"])
     # The curve is written every epoch, the checkpoint every few: drop rows after the checkpoint.
     curve = json.loads((out / "curve.json").read_text())[: int(state["epoch"])]
-    spent = state.get("stopped_on_budget_min")
-    finished = spent is not None and (args.minutes is None or args.minutes <= float(spent))
+    spent = state.get("stopped_on_budget_min")  # no --minutes now: no budget, so it trains on
+    finished = spent is not None and args.minutes is not None and args.minutes <= float(spent)
     return curve, float(state["wall_s"]), finished
 
 
@@ -380,9 +397,10 @@ def _checkpoint(path: Path, agent: ActorCritic, opts: tuple[torch.optim.Optimize
     a crash it can be newer than the checkpoint's `extra["validation"]`, which describes this copy."""
     tmp = path.with_suffix(".tmp")
     best = path.parent / BEST_FILE
+    validated = "validation" in extra and best.is_file()  # not a best.pt some earlier run left here
     state = {"agent": agent.state_dict(), "pi_opt": opts[0].state_dict(), "vf_opt": opts[1].state_dict(),
              "epoch": epoch, "wall_s": wall, "extra": extra,
-             "best_actor": torch.load(best, weights_only=True) if best.is_file() else None,
+             "best_actor": torch.load(best, weights_only=True) if validated else None,
              "stopped_on_budget_min": stopped_on_budget_min}  # fmt: skip
     torch.save(state, tmp)
     tmp.replace(path)

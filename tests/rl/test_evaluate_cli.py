@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from rltuned.rl.agent import Actor
@@ -49,18 +50,24 @@ def test_a_corrupt_model_is_refused_with_one_line(tmp_path: Path) -> None:
     assert "schema_version" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
-def test_a_model_is_judged_on_the_estimates_it_was_trained_on_unless_told_otherwise(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("trained", "trace", "cluster", "judged"),
+    [("exact", "philly", "philly-slice", "exact"), ("auto", "wagap", "wagap-slice", "trace")],
+)
+def test_a_model_is_judged_on_the_estimates_it_was_trained_on_unless_told_otherwise(
+    tmp_path: Path, trained: str, trace: str, cluster: str, judged: str
+) -> None:
     """A model trained on the users' own limits (or exact runtimes) must not be scored on drawn noise."""
-    model = export_actor(Actor(), tmp_path / "m", {"warmup": 0, "estimates": "exact"})
+    model = export_actor(Actor(), tmp_path / "m", {"warmup": 0, "estimates": trained})
 
     def estimates(*extra: str) -> str:
         out = subprocess.run(
-            [sys.executable, "-m", "rltuned", "evaluate", "--model", str(model), "--trace", "philly",
-             "--cluster", "philly-slice", "--sequences", "1", "--jobs", "64", "--json", *extra],
+            [sys.executable, "-m", "rltuned", "evaluate", "--model", str(model), "--trace", trace,
+             "--cluster", cluster, "--sequences", "1", "--jobs", "64", "--json", *extra],
             capture_output=True, text=True, timeout=600, check=False,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
         return str(json.loads(out.stdout)["estimates"])
 
-    assert estimates() == "exact"
+    assert estimates() == judged
     assert estimates("--estimates", "qssf-noise") == "qssf-noise"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ import torch
 from rltuned.clusters import load_cluster
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates
-from rltuned.features import ACTOR_FEATURES
+from rltuned.features import ACTOR_FEATURES, MAX_JOBS
+from rltuned.rl import ppo
 from rltuned.rl.agent import Actor, ActorCritic
 from rltuned.rl.env import SchedulingEnv
 from rltuned.rl.export import load_model
@@ -117,22 +119,31 @@ def test_a_resumed_warm_started_run_keeps_the_imitation_record(
 
 
 def test_a_run_that_stopped_on_its_budget_resumes_to_nothing_unless_given_more(
-    tmp_path: Path, burst: tuple[Path, Path]
+    tmp_path: Path, burst: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Resuming a finished run (e.g. a queue script run twice) must not train past the budget it had."""
-    run: dict[str, Any] = {"episodes_per_epoch": 1, "epochs": 5, "minutes": 1e-6}
-    assert load_model(train(tiny_args(burst, tmp_path / "m", **run))).manifest["epochs_done"] == 1
+    """Resuming a finished run (e.g. a queue script run twice) must not train past the budget it had.
+    The run stops at epoch 2 because one more epoch would not fit, with its wall time still inside."""
+    monkeypatch.setattr(ppo, "out_of_time", lambda wall_s, *_: wall_s > 0 and ppo_epochs(tmp_path) >= 1)
+    run: dict[str, Any] = {"episodes_per_epoch": 1, "epochs": 5, "minutes": 60.0}
+    assert load_model(train(tiny_args(burst, tmp_path / "m", **run))).manifest["epochs_done"] == 2
+    monkeypatch.setattr(ppo, "out_of_time", lambda *_: False)
     again = load_model(train(tiny_args(burst, tmp_path / "m", **run, resume=True))).manifest
-    assert again["epochs_done"] == 1
-    more = load_model(train(tiny_args(burst, tmp_path / "m", **{**run, "minutes": 60.0}, resume=True)))
+    assert again["epochs_done"] == 2
+    more = load_model(train(tiny_args(burst, tmp_path / "m", **{**run, "minutes": 61.0}, resume=True)))
     assert more.manifest["epochs_done"] == 5
+
+
+def ppo_epochs(root: Path) -> int:
+    """Epochs already in the run's curve (written after each epoch, before the next one's budget check)."""
+    curve = root / "m" / "curve.json"
+    return len(json.loads(curve.read_text())) if curve.is_file() else 0
 
 
 def test_a_resumed_run_ships_the_best_actor_its_validation_record_describes(
     tmp_path: Path, burst: tuple[Path, Path]
 ) -> None:
     """After a crash, best.pt can come from an epoch after the last checkpoint, whose validation record
-    the resumed run no longer has: resuming puts back the best actor the checkpoint knew."""
+    the resumed run no longer has: resuming puts back the best actor the checkpoint knew, and ships it."""
     run: dict[str, Any] = {"episodes_per_epoch": 1, "epochs": 2, "validate_every": 1,
                            "validation_window": 64}  # fmt: skip
     first = load_model(train(tiny_args(burst, tmp_path / "m", **run)))
@@ -141,4 +152,7 @@ def test_a_resumed_run_ships_the_best_actor_its_validation_record_describes(
     torch.save({k: v + 1.0 for k, v in recorded.items()}, best)  # a later best whose record was lost
     resumed = load_model(train(tiny_args(burst, tmp_path / "m", **run, resume=True)))
     assert resumed.manifest["validation"] == first.manifest["validation"]
-    assert all(torch.equal(v, recorded[k]) for k, v in torch.load(best, weights_only=True).items())
+    obs = torch.rand(MAX_JOBS, ACTOR_FEATURES)
+    mask = torch.zeros(MAX_JOBS, dtype=torch.bool)
+    mask[:30] = True
+    assert torch.equal(resumed.scores(obs, mask), first.scores(obs, mask))
