@@ -45,6 +45,12 @@ from rltuned.traces.bundled import resolve_trace
 
 BEST_FILE = "best.pt"
 """The actor's weights at the best validation score so far (exported instead of the last)."""
+Optimizers = tuple[torch.optim.Optimizer, torch.optim.Optimizer]
+"""The actor's and the critic's."""
+Curve = list[dict[str, float]]
+"""One row per epoch, as curve.json holds them."""
+Progress = Callable[[int, dict[str, float]], None]
+"""Called after each epoch with its number and curve row."""
 IMITATION_SEED_OFFSET = 999_000
 """Keeps the imitation's windows apart from the PPO epochs' (seed * 1_000_003 + epoch * 1000 + e,
 epoch < 999)."""
@@ -176,7 +182,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train(args: Args, progress: Callable[[int, dict[str, float]], None] | None = None) -> Path:
+def train(args: Args, progress: Progress | None = None) -> Path:
     """Train, write the curve and checkpoints as it goes, and export the actor. Returns the model dir."""
     args.check()
     out = Path(args.out)
@@ -209,11 +215,11 @@ def _train(
     args: Args,
     env: SchedulingEnv | TickEnv,
     agent: ActorCritic,
-    opts: tuple[torch.optim.Optimizer, torch.optim.Optimizer],
-    curve: list[dict[str, float]],
+    opts: Optimizers,
+    curve: Curve,
     wall_before: float,
-    progress: Callable[[int, dict[str, float]], None] | None,
-) -> list[dict[str, float]]:
+    progress: Progress | None,
+) -> Curve:
     """The imitation warm start (a new run only), the base's validation scores, then PPO's epochs."""
     t0 = time.perf_counter()
     if not curve and args.imitate_episodes > 0:
@@ -246,9 +252,7 @@ def _train(
         collector.close()
 
 
-def _resume(
-    args: Args, agent: ActorCritic, opts: tuple[torch.optim.Optimizer, torch.optim.Optimizer]
-) -> tuple[list[dict[str, float]], float, bool]:
+def _resume(args: Args, agent: ActorCritic, opts: Optimizers) -> tuple[Curve, float, bool]:
     """With `--resume` and a checkpoint: its state restored, and the curve, wall time and whether the
     run is finished (it stopped on its budget and is not given a larger one)."""
     out = Path(args.out)
@@ -273,11 +277,11 @@ def _epochs(
     args: Args,
     collector: Collector,
     agent: ActorCritic,
-    opts: tuple[torch.optim.Optimizer, torch.optim.Optimizer],
-    curve: list[dict[str, float]],
+    opts: Optimizers,
+    curve: Curve,
     clock_offset: float,
-    progress: Callable[[int, dict[str, float]], None] | None,
-) -> list[dict[str, float]]:
+    progress: Progress | None,
+) -> Curve:
     """PPO epochs from the first not in `curve` until `args.epochs` or the time budget; the training
     wall time is `perf_counter() + clock_offset`."""
     out = Path(args.out)
@@ -381,7 +385,7 @@ def _restore_best(path: Path, best_actor: dict[str, torch.Tensor] | None) -> Non
     tmp.replace(path)
 
 
-def _write_curve(out: Path, curve: list[dict[str, float]]) -> None:
+def _write_curve(out: Path, curve: Curve) -> None:
     (out / "curve.json").write_text(json.dumps(curve, indent=1) + "\n")
     with (out / "curve.csv").open("w", newline="") as handle:
         # Validation columns appear only in the epochs that validated: the header is every row's keys.
@@ -390,7 +394,7 @@ def _write_curve(out: Path, curve: list[dict[str, float]]) -> None:
         writer.writerows(curve)
 
 
-def _checkpoint(path: Path, agent: ActorCritic, opts: tuple[torch.optim.Optimizer, torch.optim.Optimizer],
+def _checkpoint(path: Path, agent: ActorCritic, opts: Optimizers,
                 epoch: int, wall: float, extra: dict[str, Any],
                 stopped_on_budget_min: float | None) -> None:  # fmt: skip
     """The best actor so far goes in too: `best.pt` is rewritten after every better validation, so after
