@@ -297,7 +297,7 @@ def seed_table(
 
 def loop_of(m: dict[str, Any]) -> tuple[TickSettings | SimConfig, str]:
     """The loop a model is evaluated in (the one it was trained in), and how to name it."""
-    estimates = str(m.get("estimates_resolved", m.get("estimates", "qssf-noise")))
+    estimates = resolved_estimates(m)
     config: TickSettings | SimConfig
     if m.get("loop", "paper") == "ticks":
         ticks = tick_settings_of(m, str(m["base"]))
@@ -344,10 +344,14 @@ def windows(model_dir: str, split: str) -> int:
     return len(disjoint_windows(split_range(len(trace_jobs(str(m["trace"]), "exact", 0)), split)))
 
 
+def resolved_estimates(m: dict[str, Any]) -> str:
+    """The estimate model training used (`auto` resolved; older manifests name only what was asked)."""
+    return str(m.get("estimates_resolved", m.get("estimates", "qssf-noise")))
+
+
 def noisy(m: dict[str, Any]) -> bool:
     """Whether the model's runtime estimates are drawn (seeded noise) rather than exact or the trace's."""
-    resolved = m.get("estimates_resolved", m.get("estimates", "qssf-noise"))
-    return resolved not in ("exact", "trace")
+    return resolved_estimates(m) not in ("exact", "trace")
 
 
 def run_task(task: Task) -> Metrics:

@@ -356,9 +356,7 @@ def _validate(args: Args, collector: Collector, agent: ActorCritic, epoch: int) 
         )
     if best is None or g > best["gap"]:
         path = Path(args.out) / BEST_FILE
-        tmp = path.with_suffix(".tmp")
-        torch.save(agent.actor.state_dict(), tmp)
-        tmp.replace(path)
+        _save(agent.actor.state_dict(), path)
         args.extra["validation"] = {
             "epoch": epoch,
             "gap": g,
@@ -380,9 +378,7 @@ def _restore_best(path: Path, best_actor: dict[str, torch.Tensor] | None) -> Non
     if best_actor is None:
         path.unlink(missing_ok=True)
         return
-    tmp = path.with_suffix(".tmp")
-    torch.save(best_actor, tmp)
-    tmp.replace(path)
+    _save(best_actor, path)
 
 
 def _write_curve(out: Path, curve: Curve) -> None:
@@ -399,12 +395,17 @@ def _checkpoint(path: Path, agent: ActorCritic, opts: Optimizers,
                 stopped_on_budget_min: float | None) -> None:  # fmt: skip
     """The best actor so far goes in too: `best.pt` is rewritten after every better validation, so after
     a crash it can be newer than the checkpoint's `extra["validation"]`, which describes this copy."""
-    tmp = path.with_suffix(".tmp")
     best = path.parent / BEST_FILE
     validated = "validation" in extra and best.is_file()  # not a best.pt some earlier run left here
     state = {"agent": agent.state_dict(), "pi_opt": opts[0].state_dict(), "vf_opt": opts[1].state_dict(),
              "epoch": epoch, "wall_s": wall, "extra": extra,
              "best_actor": torch.load(best, weights_only=True) if validated else None,
              "stopped_on_budget_min": stopped_on_budget_min}  # fmt: skip
-    torch.save(state, tmp)
+    _save(state, path)
+
+
+def _save(obj: object, path: Path) -> None:
+    """Written whole or not at all: a run killed mid-write leaves the previous file."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
     tmp.replace(path)
