@@ -87,12 +87,19 @@ class RunningJob:
         return self.start + self.job.estimate
 
 
+SLOT_KINDS = ("gpus", "cpus")
+"""What a node's `gpus` counts: GPUs, or, for an HPC log's CPU cluster, cores used as the slots jobs ask
+for (an SWF log counts processors; the daemon then reads Slurm's CPUs in their place)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
-    """A cluster's fixed shape: its nodes, in a stable order (node index = position)."""
+    """A cluster's fixed shape: its nodes, in a stable order (node index = position), and what a node's
+    `gpus` counts (`SLOT_KINDS`)."""
 
     name: str
     nodes: tuple[Node, ...]
+    slots: str = "gpus"
 
     @property
     def total_gpus(self) -> int:
@@ -107,7 +114,8 @@ class ClusterSpec:
         for n in self.nodes:
             shapes[(n.gpu_type, n.gpus)] = shapes.get((n.gpu_type, n.gpus), 0) + 1
         parts = [f"{count} x {gpus} {gtype}" for (gtype, gpus), count in sorted(shapes.items())]
-        return f"{self.name}: {len(self.nodes)} nodes, {self.total_gpus} GPUs ({', '.join(parts)})"
+        unit = "GPUs" if self.slots == "gpus" else "cores as slots"
+        return f"{self.name}: {len(self.nodes)} nodes, {self.total_gpus} {unit} ({', '.join(parts)})"
 
 
 @dataclass(frozen=True, slots=True)

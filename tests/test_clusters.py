@@ -87,3 +87,19 @@ def test_wagap_slice_is_half_of_each_wagap_cluster() -> None:
         (n.gpu_type, n.gpus, n.cpus, n.mem_mb) for n in whole.nodes
     }
     assert [count(half, t) * 2 for t in ("zewura", "zegox")] == [count(whole, t) for t in ("zewura", "zegox")]
+
+
+def test_an_hpc_logs_clusters_count_cores_as_slots(tmp_path: Path) -> None:
+    """The daemon refuses to serve a model on the other kind of slots, so each cluster must say its own."""
+    assert {name: load_cluster(name).slots for name in ("wagap", "wagap-slice", "swf-4", "philly-slice")} == {
+        "wagap": "cpus",
+        "wagap-slice": "cpus",
+        "swf-4": "cpus",
+        "philly-slice": "gpus",
+    }
+    assert "cores as slots" in load_cluster("wagap").describe()
+    bad = tmp_path / "bad.toml"
+    node = '[[nodes]]\ngpu_type = "A"\ngpus = 1\ncpus = 4\nmem_mb = 100\n'
+    bad.write_text(f'name = "x"\nslots = "tpus"\n{node}')
+    with pytest.raises(ConfigError, match="'slots' must be one of gpus, cpus, got 'tpus'"):
+        load_cluster(str(bad))

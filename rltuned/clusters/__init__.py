@@ -11,7 +11,9 @@ A spec lists node groups; each group expands to `count` identical nodes named `<
     cpus = 32
     mem_mb = 128000
 
-`swf-N` is generated: N single-slot nodes, so that an SWF log's processors map onto "GPUs".
+`slots = "cpus"` (top level) says the nodes' `gpus` are cores used as slots: an HPC log's cluster,
+which the daemon serves with `[slurm] slots = "cpus"`. `swf-N` is generated: N single-slot nodes, so that
+an SWF log's processors map onto "GPUs".
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rltuned.domain import ClusterSpec, Node
+from rltuned.domain import SLOT_KINDS, ClusterSpec, Node
 from rltuned.errors import ConfigError, UsageError
 
 _SWF = re.compile(r"swf-(\d+)$")
@@ -76,7 +78,7 @@ def swf_cluster(slots: int) -> ClusterSpec:
     if slots < 1:
         raise UsageError(f"swf-N needs N >= 1, got {slots}")
     nodes = tuple(Node(f"slot{i}", "cpu", 1, 1, 1024) for i in range(slots))
-    return ClusterSpec(f"swf-{slots}", nodes)
+    return ClusterSpec(f"swf-{slots}", nodes, "cpus")
 
 
 def parse_cluster(data: dict[str, Any], source: str) -> ClusterSpec:
@@ -87,16 +89,19 @@ def parse_cluster(data: dict[str, Any], source: str) -> ClusterSpec:
     groups = data.get("nodes")
     if not isinstance(groups, list) or not groups:
         raise ConfigError(f"{source}: 'nodes' must be a non-empty list of node groups")
-    unknown = set(data) - {"name", "nodes", "description"}
+    unknown = set(data) - {"name", "nodes", "description", "slots"}
     if unknown:
         raise ConfigError(f"{source}: unknown key(s) {sorted(unknown)}")
+    slots = data.get("slots", "gpus")
+    if slots not in SLOT_KINDS:
+        raise ConfigError(f"{source}: 'slots' must be one of {', '.join(SLOT_KINDS)}, got {slots!r}")
     nodes: list[Node] = []
     for index, group in enumerate(groups):
         nodes.extend(_expand_group(group, f"{source}: nodes[{index}]"))
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         raise ConfigError(f"{source}: node names are not unique (check the 'prefix' of each group)")
-    return ClusterSpec(name, tuple(nodes))
+    return ClusterSpec(name, tuple(nodes), slots)
 
 
 def _expand_group(group: Any, where: str) -> list[Node]:

@@ -46,6 +46,9 @@ class SlurmSettings(_Section):
     exempt_qos: tuple[str, ...] = ()
     """SLA-bound QOS whose jobs are left alone."""
     cluster_name: str = "slurm"
+    slots: Literal["gpus", "cpus"] = "gpus"
+    """What the model's slots are: GPUs (GRES), or CPU cores for a model trained on an HPC log (a CPU
+    cluster; every job is managed and asks for its CPUs; the placement levers are off)."""
     history_interval_s: float = Field(300.0, ge=0)
     """Seconds between reads of Slurm's accounting (sshare usage, sacct runtimes) for the base policies
     that need them (multifactor, qssf); 0 never reads it. The simulator refreshes its history on the
@@ -223,7 +226,13 @@ class Settings(BaseSettings):
 
     def levers(self) -> list[LeverSpec]:
         """The levers this configuration pulls (`core/levers.py`)."""
-        return enabled(self.apply.lever, self.placement.oversubscribe, self.placement.steer_untyped)
+        p = self.placement
+        return enabled(self.apply.lever, p.oversubscribe and self.placing, p.steer_untyped and self.placing)
+
+    @property
+    def placing(self) -> bool:
+        """The placement levers apply: they steer GPU jobs, and with cores as slots there are none."""
+        return self.slurm.slots == "gpus"
 
     def core(self) -> CoreSettings:
         """What the decision core needs of this config (the simulator builds the same from a file)."""
@@ -236,8 +245,8 @@ class Settings(BaseSettings):
             a.site_factor_max,
             a.site_factor_deadband,
             a.max_actions,
-            p.oversubscribe,
-            p.steer_untyped,
+            p.oversubscribe and self.placing,
+            p.steer_untyped and self.placing,
         )
         milp = MilpConfig(p.milp_k, p.time_limit_ms)
         return CoreSettings(

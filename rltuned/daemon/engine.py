@@ -158,6 +158,7 @@ class Engine:
             s.exempt_partitions,
             s.exempt_qos,
             s.cluster_name,
+            s.slots,
         )
         snapshot = _with_time_limits(view.snapshot, self.settings.policy.default_time_limit_min)
         return replace(view, snapshot=replace(snapshot, history=self.read_history(read.now)))

@@ -38,7 +38,7 @@ from rltuned.daemon.views import explain_job, plan_rows
 from rltuned.errors import ConfigError, ModelLoadError, RltunedError, SlurmError
 from rltuned.features import encode
 from rltuned.policies import make_policy
-from rltuned.rl.export import ACTOR_FILE, LoadedModel, load_model, sha256
+from rltuned.rl.export import ACTOR_FILE, LoadedModel, load_model, sha256, trained_slots
 from rltuned.slurm.adapter import SlurmAdapter
 from rltuned.slurm.config_check import parse_show_config
 
@@ -80,12 +80,14 @@ def check_readable_base(base: str) -> None:
         )
 
 
-def check_model_base(model: LoadedModel, policy: PolicySettings) -> None:
+def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str) -> None:
     """ModelLoadError when the model was trained on another base policy than `policy.base`: a model
     re-ranks its own base's order (the rows of its state and its fallback), and serving it on another
     order is not what was evaluated. Likewise for quiet ticks (`policy.refresh_s`, `core/quiet.py`): a
     model trained to act once per change must not serve every tick, nor the reverse. A manifest without
     `base` or `refresh_s` (a hand-made model, or one from before quiet ticks) is not checked for it.
+    And for slots (`slurm.slots`): a model trained on an HPC log's cores ranks by CPUs, one trained on GPUs
+    by GPUs; a model whose slots are unknown (its training cluster is not on this machine) is not checked.
 
     The one check behind start-up, `reload-model`/SIGHUP and `rltuned --check-config`."""
     trained = model.manifest.get("base")
@@ -101,15 +103,22 @@ def check_model_base(model: LoadedModel, policy: PolicySettings) -> None:
             f"model {model.path} was trained with refresh_s = {float(refresh):g} but policy.refresh_s is "
             f"{policy.refresh_s:g}; set policy.refresh_s = {float(refresh):g}"
         )
+    trained_on = trained_slots(model.manifest)
+    if trained_on is not None and trained_on != slots:
+        raise ModelLoadError(
+            f"model {model.path} was trained with {trained_on} as slots (cluster "
+            f"{model.manifest.get('cluster')}) but slurm.slots is {slots!r}; set slurm.slots = {trained_on!r}"
+        )
 
 
-def validated_model(path: Path, engine: Engine | None, policy: PolicySettings) -> LoadedModel:
+def validated_model(path: Path, engine: Engine | None, settings: Settings) -> LoadedModel:
     """Load, verify, check it was trained on `base`, and run once on the current snapshot (the last
     tick's) before anyone depends on it: a model that loads but fails, returns NaN or blows the
     inference budget on the real queue is rejected here rather than discovered as a fallback on every
     tick."""
     model = load_model(path)
-    check_model_base(model, policy)
+    policy = settings.policy
+    check_model_base(model, policy, settings.slurm.slots)
     decision = engine.last_decided if engine is not None else None  # one reference read: no lock needed
     if engine is None or decision is None or not decision.view.snapshot.pending:
         return model
@@ -182,7 +191,7 @@ class Service:
             self.metrics.set_model(None, time.time())
             return
         try:
-            self.engine.model = validated_model(path, None, self.settings.policy)
+            self.engine.model = validated_model(path, None, self.settings)
             self.metrics.set_model(self.engine.model.manifest, time.time())
             self.log.info("model_loaded", path=str(path), sha256=self.engine.model.manifest.get("sha256"))
         except ModelLoadError as exc:
@@ -385,7 +394,7 @@ class Service:
                     "serving": self._model_name(),
                 }
             try:
-                model = validated_model(path, self.engine, self.settings.policy)
+                model = validated_model(path, self.engine, self.settings)
             except ModelLoadError as exc:
                 self.metrics.fallbacks.labels("reload_rejected").inc()
                 self.log.error("reload_rejected", path=str(path), error=str(exc))
@@ -421,7 +430,7 @@ class Service:
             serving = self.engine.model
             if serving is not None:
                 try:
-                    check_model_base(serving, fresh.policy)
+                    check_model_base(serving, fresh.policy, fresh.slurm.slots)
                 except ModelLoadError as exc:  # policy.base changed under it
                     self._unavailable(serving.path, exc)
         self.log.info("config_reloaded", mode=self.mode, base=fresh.policy.base, lever=fresh.apply.lever)

@@ -56,7 +56,7 @@ def explain_job(decision: Decision, job_id: int) -> dict[str, Any]:
         return {
             "job": job_id,
             "managed": False,
-            "why": "not a managed pending GPU job (running, finished, held, exempt or unknown); "
+            "why": "not a managed pending job (running, finished, held, exempt or unknown); "
             f"left alone this read: {dict((k, v) for k, v in report.left_alone.items() if v)}",
         }
     slots = [i for i, j in enumerate(obs.job_ids) if int(j) == job_id]

@@ -13,7 +13,7 @@ import hashlib
 import json
 import subprocess
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from rltuned.errors import ModelLoadError
+from rltuned.clusters import load_cluster
+from rltuned.errors import ModelLoadError, RltunedError
 from rltuned.features import ACTOR_FEATURES, FEATURE_NAMES, MAX_JOBS, SAMPLER_VERSION
 
 SCHEMA_VERSION = 1
@@ -64,6 +65,21 @@ def export_actor(actor: nn.Module, out_dir: Path, info: dict[str, Any]) -> Path:
     }
     (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return out_dir
+
+
+def trained_slots(manifest: Mapping[str, Any]) -> str | None:
+    """What the model's slots were (`ClusterSpec.slots`): the manifest's `slots`, else its training
+    cluster's, when that cluster is a preset or a file this machine has; None when unknown."""
+    slots = manifest.get("slots")
+    if isinstance(slots, str) and slots:
+        return slots
+    cluster = manifest.get("cluster")
+    if not isinstance(cluster, str) or not cluster:
+        return None
+    try:
+        return load_cluster(cluster).slots
+    except RltunedError:
+        return None
 
 
 def load_model(model_dir: str | Path) -> LoadedModel:

@@ -64,6 +64,7 @@ def make_env(args: Args) -> SchedulingEnv | TickEnv:
             f"the training split has {len(train)} jobs; "
             f"--window {args.window} + --warmup {args.warmup} need more"
         )
+    args.extra["slots"] = cluster.slots  # what the daemon must read as slots (`[slurm] slots`)
     args.extra["train_jobs"] = len(train)
     args.extra["validation_jobs"] = len(split_range(len(jobs), "validation"))
     args.extra["test_jobs"] = len(split_range(len(jobs), "test"))

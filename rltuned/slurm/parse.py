@@ -25,6 +25,13 @@ of them it is 0, "not requested", and placement infers the job's GPU share of a 
 `tres_req_str` is not used: without DefMemPerCPU it is the whole node even where memory is not consumed.
 `Job.cpus` is Slurm's `cpus`, what Slurm will allocate (at least 1).
 
+Cores as slots (`slots="cpus"`, the daemon's `[slurm] slots`): for a CPU cluster served by a model trained
+on an HPC log, whose jobs ask for processors. Every node counts, its slots are its CPUs and its free
+slots its idle CPUs (`cpus - alloc_cpus`); its "GPU model" is its first partition (the wagap presets name
+each cluster so), `"cpu"` without one; GRES is not read. A pending job asks for its `cpus` slots and no
+node count (`nodes` 0, as an SWF log's jobs: a `-N` Slurm computed cannot be told from one the user
+gave); a running job holds its CPUs spread evenly over its nodes. No job is left alone as `cpu_only`.
+
 Jobs left alone, counted in `ParseReport` under the first reason that applies, in this order: exempt
 partition (any of a multi-partition job's), exempt QOS, held (priority 0, a hold reason, or a
 hold state), waiting on a dependency or begin time, an array record not yet split into tasks, a
@@ -45,7 +52,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, Node, RunningJob, Slice
+from rltuned.domain import SLOT_KINDS, Allocation, ClusterSnapshot, ClusterSpec, Job, Node, RunningJob, Slice
 from rltuned.errors import SlurmError
 from rltuned.slurm import hostlist
 from rltuned.slurm.gres import GpuRequest, gpus_of, node_gpus
@@ -55,6 +62,8 @@ JsonInput = str | bytes | Mapping[str, Any]
 
 UNTYPED_GPU = "gpu"
 """The model name given to a node whose GRES has no type (`gpu:4`)."""
+NO_PARTITION = "cpu"
+"""The "model" of a node in no partition, with cores as slots."""
 MAX_PROBLEMS = 20
 """How many one-line problem descriptions a report keeps for the log."""
 NO_VAL32 = 0xFFFFFFFE
@@ -218,13 +227,14 @@ def snapshot_from_slurm(
     exempt_partitions: Collection[str] = (),
     exempt_qos: Collection[str] = (),
     cluster_name: str = "slurm",
+    slots: str = "gpus",
 ) -> tuple[ClusterSnapshot, ParseReport]:
     """The scheduler's view at `now` (epoch seconds) and what was left out of it.
 
     History (fair-share usage, past runtimes) is not in squeue/sinfo; it stays empty here.
     """
     view = read_view(
-        squeue_json, sinfo_json, now, scontrol_nodes_text, exempt_partitions, exempt_qos, cluster_name
+        squeue_json, sinfo_json, now, scontrol_nodes_text, exempt_partitions, exempt_qos, cluster_name, slots
     )
     return view.snapshot, view.report
 
@@ -246,9 +256,10 @@ def read_view(
     exempt_partitions: Collection[str] = (),
     exempt_qos: Collection[str] = (),
     cluster_name: str = "slurm",
+    slots: str = "gpus",
 ) -> SlurmView:
     """`snapshot_from_slurm` with the managed jobs' Slurm details kept."""
-    nodes = parse_nodes(sinfo_json, scontrol_nodes_text, cluster_name=cluster_name)
+    nodes = parse_nodes(sinfo_json, scontrol_nodes_text, cluster_name=cluster_name, slots=slots)
     jobs = parse_jobs(squeue_json, nodes.cluster, exempt_partitions=exempt_partitions, exempt_qos=exempt_qos)
     snapshot = ClusterSnapshot(
         now=float(now),
@@ -271,9 +282,15 @@ def read_view(
 
 
 def parse_nodes(
-    sinfo_json: JsonInput, scontrol_nodes_text: str | None = None, cluster_name: str = "slurm"
+    sinfo_json: JsonInput,
+    scontrol_nodes_text: str | None = None,
+    cluster_name: str = "slurm",
+    slots: str = "gpus",
 ) -> NodeTable:
-    """The `ClusterSpec` and per-node free GPUs, CPUs and memory from `sinfo --json`."""
+    """The `ClusterSpec` and per-node free GPUs (or cores, `slots="cpus"`), CPUs and memory from
+    `sinfo --json`."""
+    if slots not in SLOT_KINDS:
+        raise ValueError(f"expected slots in {SLOT_KINDS}, got {slots!r}")
     doc = _document(sinfo_json, SinfoDocument, "sinfo --json", "nodes")
     fallback = parse_scontrol_nodes(scontrol_nodes_text) if scontrol_nodes_text else {}
     records: dict[str, SlurmNode] = {}
@@ -294,7 +311,7 @@ def parse_nodes(
     without: list[str] = []
     for name in sorted(records, key=natural_key):
         try:
-            row = _node_row(records[name], fallback.get(name))
+            row = _node_row(records[name], fallback.get(name), slots)
         except ValueError as exc:
             problems.append(f"node {name}: {exc}")
             continue
@@ -303,7 +320,7 @@ def parse_nodes(
         else:
             rows.append(row)
     return NodeTable(
-        cluster=ClusterSpec(cluster_name, tuple(r.node for r in rows)),
+        cluster=ClusterSpec(cluster_name, tuple(r.node for r in rows), slots),
         free_gpus=tuple(r.free_gpus for r in rows),
         free_cpus=tuple(r.free_cpus for r in rows),
         free_mem_mb=tuple(r.free_mem_mb for r in rows),
@@ -322,7 +339,8 @@ def parse_jobs(
     exempt_partitions: Collection[str] = (),
     exempt_qos: Collection[str] = (),
 ) -> JobTable:
-    """Managed pending jobs and running GPU jobs from `squeue --json`; `cluster` maps node names."""
+    """Managed pending jobs and running GPU jobs from `squeue --json`; `cluster` maps node names and
+    says what a slot is (with cores as slots every job is managed and asks for its CPUs)."""
     doc = _document(squeue_json, SqueueDocument, "squeue --json", "jobs")
     index = {node.name: i for i, node in enumerate(cluster.nodes)}
     exempt = (_name_set(exempt_partitions), _name_set(exempt_qos))
@@ -336,14 +354,14 @@ def parse_jobs(
             record = SlurmJob.model_validate(raw)
             kind = _classify(record, *exempt)
             if kind == "pending":
-                job = _job(record, _requested_gpus(record))
+                job = _job(record, _requested_slots(record, cluster.slots), cluster.slots)
                 if job.gpus == 0:
                     kind = "cpu_only"
                 else:
                     info[job.id] = _info(record)  # may raise: before the job is kept
                     pending.append(job)
             elif kind == "running":
-                held = _running(record, index)
+                held = _running(record, index, cluster.slots)
                 if held is None:
                     kind = "running_without_gpus"
                 else:
@@ -411,8 +429,12 @@ class _NodeRow:
     gpus_used_known: bool
 
 
-def _node_row(record: SlurmNode, text: ScontrolNode | None) -> _NodeRow | None:
+def _node_row(record: SlurmNode, text: ScontrolNode | None, slots: str) -> _NodeRow | None:
     """One node's shape and free capacity; None when it has no GPU. `ValueError` if unreadable."""
+    if slots == "cpus":
+        alloc_cpus = _alloc_cpus(record)
+        kind = record.partitions[0] if record.partitions else NO_PARTITION
+        return _row(record, GpuRequest(record.cpus, kind), alloc_cpus, alloc_cpus, True)
     if "gres" in record.model_fields_set:  # present, even as null: the JSON is authoritative
         gres = record.gres or ""
     elif text is not None and text.gres is not None:
@@ -422,12 +444,7 @@ def _node_row(record: SlurmNode, text: ScontrolNode | None) -> _NodeRow | None:
     total = node_gpus(gres)
     if total.gpus == 0:
         return None
-    if record.alloc_cpus is not None:
-        alloc_cpus = record.alloc_cpus
-    elif record.idle_cpus is not None:
-        alloc_cpus = record.cpus - record.idle_cpus
-    else:
-        raise ValueError("expected alloc_cpus or idle_cpus, got neither")
+    alloc_cpus = _alloc_cpus(record)
     # A null gres_used is as good as missing: unlike a null gres, it cannot mean "no GPUs" here.
     used_text = record.gres_used if record.gres_used is not None else text.gres_used if text else None
     if used_text is not None:
@@ -436,6 +453,19 @@ def _node_row(record: SlurmNode, text: ScontrolNode | None) -> _NodeRow | None:
         used, known = 0, True
     else:
         used, known = total.gpus, False
+    return _row(record, total, used, alloc_cpus, known)
+
+
+def _alloc_cpus(record: SlurmNode) -> int:
+    if record.alloc_cpus is not None:
+        return record.alloc_cpus
+    if record.idle_cpus is not None:
+        return record.cpus - record.idle_cpus
+    raise ValueError("expected alloc_cpus or idle_cpus, got neither")
+
+
+def _row(record: SlurmNode, total: GpuRequest, used: int, alloc_cpus: int, known: bool) -> _NodeRow:
+    """The node with `total` slots of which `used` are taken; an unavailable node offers nothing."""
     node = Node(
         name=record.name,
         gpu_type=total.gpu_type or UNTYPED_GPU,
@@ -499,6 +529,13 @@ def _classify(record: SlurmJob, exempt_partitions: frozenset[str], exempt_qos: f
     return "pending"
 
 
+def _requested_slots(record: SlurmJob, slots: str) -> GpuRequest:
+    """What the job asks for in slots: its GPUs, or with cores as slots its CPUs (untyped, at least 1)."""
+    if slots == "cpus":
+        return GpuRequest(max(1, record.cpus or 1), None)
+    return _requested_gpus(record)
+
+
 def _requested_gpus(record: SlurmJob) -> GpuRequest:
     """The job's GPU total from `--gpus` (per job), else per node, per task or per socket.
 
@@ -529,7 +566,7 @@ def _requested_gpus(record: SlurmJob) -> GpuRequest:
     return GpuRequest(total, gpu_type if total else None)
 
 
-def _job(record: SlurmJob, gpus: GpuRequest) -> Job:
+def _job(record: SlurmJob, gpus: GpuRequest, slots: str) -> Job:
     cpus = record.cpus or 0
     return Job(
         id=record.job_id,
@@ -546,7 +583,7 @@ def _job(record: SlurmJob, gpus: GpuRequest) -> Job:
         cpus=cpus,
         mem_mb=_memory_mb(record, cpus, gpus.gpus),
         priority=record.priority,
-        nodes=_node_count(record),
+        nodes=_node_count(record) if slots == "gpus" else 0,
     )
 
 
@@ -596,7 +633,7 @@ def _info(record: SlurmJob) -> SlurmJobInfo:
     )
 
 
-def _running(record: SlurmJob, index: Mapping[str, int]) -> RunningJob | None:
+def _running(record: SlurmJob, index: Mapping[str, int], slots: str) -> RunningJob | None:
     """A running job and an approximate allocation; None when it holds no GPU.
 
     The nodes come from the job's hostlist. GPUs per node come from `gres_detail` (one entry per node,
@@ -606,8 +643,8 @@ def _running(record: SlurmJob, index: Mapping[str, int]) -> RunningJob | None:
     Nodes outside `cluster` (no GPUs, or unreadable) get no slice.
     """
     names = hostlist.expand(record.nodes or (record.job_resources.nodes if record.job_resources else ""))
-    request = _requested_gpus(record)
-    details = [node_gpus(d) for d in record.gres_detail]
+    request = _requested_slots(record, slots)
+    details = [node_gpus(d) for d in record.gres_detail] if slots == "gpus" else []
     if details and len(details) == len(names):
         per_node = [d.gpus for d in details]
         gpu_type = next((d.gpu_type for d in details if d.gpu_type), request.gpu_type)
@@ -619,7 +656,7 @@ def _running(record: SlurmJob, index: Mapping[str, int]) -> RunningJob | None:
         return None
     if not record.start_time:
         raise ValueError("expected start_time for a running job, got none")
-    job = _job(record, gpus)
+    job = _job(record, gpus, slots)
     allocated_mem: dict[str, int] = {}
     if record.job_resources is not None:
         allocated_mem = {

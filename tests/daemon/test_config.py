@@ -152,3 +152,33 @@ def test_the_daemon_refuses_to_start_on_a_base_whose_inputs_slurm_does_not_give(
     )
     assert proc.returncode == 78
     assert "policy.base: 'f1'" in proc.stderr and "origin" in proc.stderr
+
+
+def test_check_config_refuses_a_model_whose_slots_are_not_slurm_slots(tmp_path: Path) -> None:
+    """The HPC-log model ranks jobs by the cores they ask for; read as GPUs, its state would be another
+    cluster's, so the daemon must be told to read cores (and a GPU model must not be served on cores)."""
+    models = Path(__file__).resolve().parents[2] / "models"
+    state = tmp_path / "state"
+    text = (
+        f'[slurm]\nslots = "gpus"\n[policy]\nmodel = "{models / "wagap-fcfs-bsld-ticks"}"\nbase = "fcfs"\n'
+        f'refresh_s = 600\n[daemon]\nstate_dir = "{state}"\n'
+    )
+    proc = check_config(write(tmp_path, text))
+    assert proc.returncode == 78, proc.stderr
+    assert "cpus as slots (cluster wagap-slice) but slurm.slots is 'gpus'" in proc.stderr
+    assert check_config(write(tmp_path, text.replace('"gpus"', '"cpus"'))).returncode == 0
+    gpu_model = text.replace("wagap-fcfs-bsld-ticks", "philly-sjf-bsld").replace('"fcfs"', '"sjf"')
+    gpu_model = gpu_model.replace("refresh_s = 600", "refresh_s = 0").replace('"gpus"', '"cpus"')
+    proc = check_config(write(tmp_path, gpu_model))
+    assert proc.returncode == 78
+    assert "gpus as slots (cluster philly-slice) but slurm.slots is 'cpus'" in proc.stderr
+
+
+def test_with_cores_as_slots_the_placement_levers_are_off() -> None:
+    """They steer GPU jobs between GPU models (ExcNodeList) and pack them (OverSubscribe): nothing a CPU
+    job asks for, and not what the HPC model was trained with."""
+    gpus = Settings()
+    cpus = Settings(slurm={"slots": "cpus"})  # type: ignore[arg-type]
+    assert [lever.kind for lever in gpus.levers()] == ["priority", "oversubscribe", "excluded_nodes"]
+    assert [lever.kind for lever in cpus.levers()] == ["priority"]
+    assert not cpus.core().lever.oversubscribe and not cpus.core().lever.steer_untyped

@@ -406,3 +406,54 @@ def test_with_refresh_s_an_unchanged_queue_is_a_quiet_tick_and_a_change_is_decid
         time.sleep(0.2)
     assert len(pending_priorities(lab)) < waiting
     assert engine.tick().result == "ok"
+
+
+def test_with_cores_as_slots_cpu_jobs_are_ranked_and_slurm_starts_them_in_that_order(
+    clean_lab: SlurmLab, tmp_path: Path
+) -> None:
+    """`slurm.slots = "cpus"`, as the HPC-log model is served: jobs asking for CPUs alone are managed
+    (with GPUs as slots they are left to Slurm), each node's 8 CPUs are its slots, and Slurm starts the
+    plan's order when cores free up. Then the HPC model itself ranks this queue."""
+    from rltuned.daemon.config import load
+    from rltuned.daemon.engine import Engine
+    from rltuned.daemon.ledger import Ledger
+    from rltuned.daemon.service import make_adapter
+    from rltuned.rl.export import load_model
+
+    lab = clean_lab
+    blockers = [lab.sbatch(None, minutes=30, user="carol", extra=["-n", "8"]) for _ in range(5)]
+    for job_id in blockers:
+        lab.wait_state(job_id, "RUNNING")
+    users = ["alice", "bob", "carol", "alice", "bob", "carol"]
+    managed = [lab.sbatch(None, minutes=60 - 5 * i, user=u, extra=["-n", "4"]) for i, u in enumerate(users)]
+
+    gpus = cli("--config", str(config(tmp_path, lab)), "--once", "--mode", "shadow")
+    assert gpus.returncode == 0, gpus.stderr
+    assert json.loads(gpus.stdout)["left_alone"] == {"cpu_only": len(managed)}
+    path = config(tmp_path, lab, slurm__slots="cpus")
+    proc = cli("--config", str(path), "--once", "--mode", "enforce")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["managed"] == len(managed) and summary["left_alone"] == {}
+    # Priorities only: the placement levers are off with cores as slots.
+    assert summary["actions_applied"] == len(managed) and summary["actions_failed"] == 0
+    sjf = managed[::-1]  # each submitted later but shorter
+    assert [r["job"] for r in plan_json(path)] == sjf
+    after = pending_priorities(lab)
+    assert [after[j] for j in sjf] == sorted(after.values(), reverse=True)
+
+    lab.run(["scancel", str(blockers[0])])  # frees one node's 8 cores: room for the plan's best two
+    for job_id in sjf[:2]:
+        lab.wait_state(job_id, "RUNNING", timeout=20)
+    for job_id in sjf[2:]:
+        assert lab.job_field(job_id, "JobState") == "PENDING"  # FIFO would have started managed[0:2]
+
+    model = REPO / "models" / "wagap-fcfs-bsld-ticks"
+    settings = load(config(tmp_path, lab, slurm__slots="cpus", policy__base="fcfs", policy__refresh_s=600.0))
+    engine = Engine(settings, make_adapter(settings), load_model(model), Ledger(None))
+    report = engine.tick(mode="shadow")
+    assert report.result == "ok" and report.decision is not None
+    snapshot = report.decision.view.snapshot
+    assert snapshot.cluster.total_gpus == 40 and sum(snapshot.free_gpus) == 0  # 4 x 8 blockers + 2 x 4
+    assert report.decision.ranking.source == "model" and report.decision.ranking.fallback is None
+    assert sorted(j.id for j in report.decision.ranking.order) == sorted(sjf[2:])
