@@ -48,7 +48,8 @@ class SlurmSettings(_Section):
     cluster_name: str = "slurm"
     slots: Literal["gpus", "cpus"] = "gpus"
     """What the model's slots are: GPUs (GRES), or CPU cores for a model trained on an HPC log (a CPU
-    cluster; every job is managed and asks for its CPUs; the placement levers are off)."""
+    cluster: jobs without GPUs are managed too and ask for their CPUs; the placement levers are off;
+    docs/slurm.md)."""
     history_interval_s: float = Field(300.0, ge=0)
     """Seconds between reads of Slurm's accounting (sshare usage, sacct runtimes) for the base policies
     that need them (multifactor, qssf); 0 never reads it. The simulator refreshes its history on the

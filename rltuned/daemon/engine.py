@@ -175,7 +175,7 @@ class Engine:
         self.history_at = clock
         try:
             read = self.adapter.read_history(now - s.history_lookback_days * 86400.0)
-            self.history = history_from_slurm(read.sshare, read.sacct)
+            self.history = history_from_slurm(read.sshare, read.sacct, s.slots)
         except SlurmError as exc:
             self.metrics.fallbacks.labels("history").inc()
             self.log.warning("history_failed", error=str(exc), kept_accounts=len(self.history.usage))

@@ -52,7 +52,7 @@ class Metrics:
             "End of the last tick that completed.",
             registry=r,
         )
-        self.pending = Gauge("rltuned_pending_jobs", "Pending GPU jobs rltuned manages.", registry=r)
+        self.pending = Gauge("rltuned_pending_jobs", "Pending jobs rltuned manages.", registry=r)
         self.managed = Gauge("rltuned_managed_jobs", "Jobs in the last plan.", registry=r)
         self.managed_by_partition = Gauge(
             "rltuned_partition_managed_jobs",
@@ -63,7 +63,9 @@ class Metrics:
         self.exempt = Gauge(
             "rltuned_exempt_jobs", "Pending jobs left alone, by reason.", ["reason"], registry=r
         )
-        self.running = Gauge("rltuned_running_jobs", "Running GPU jobs.", registry=r)
+        self.running = Gauge(
+            "rltuned_running_jobs", "Running jobs that hold slots (GPUs, or cores as slots).", registry=r
+        )
         self.actions = Counter(
             "rltuned_actions_total", "scontrol updates by kind and result.", ["kind", "result"], registry=r
         )

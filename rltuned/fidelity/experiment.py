@@ -100,7 +100,7 @@ def _partition(cluster: ClusterSpec, partition: str) -> ClusterSpec:
     nodes = tuple(n for n in cluster.nodes if not n.partition or partition in n.partition.split(","))
     if not nodes:
         raise UsageError(f"partition {partition!r} has no nodes in sinfo")
-    return ClusterSpec(cluster.name, nodes)
+    return ClusterSpec(cluster.name, nodes, cluster.slots)
 
 
 def _start_daemon(config: Path, out: Path) -> subprocess.Popen[bytes]:

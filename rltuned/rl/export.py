@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from rltuned.clusters import load_cluster
+from rltuned.domain import SLOT_KINDS
 from rltuned.errors import ModelLoadError, RltunedError
 from rltuned.features import ACTOR_FEATURES, FEATURE_NAMES, MAX_JOBS, SAMPLER_VERSION
 
@@ -71,8 +72,8 @@ def trained_slots(manifest: Mapping[str, Any]) -> str | None:
     """What the model's slots were (`ClusterSpec.slots`): the manifest's `slots`, else its training
     cluster's, when that cluster is a preset or a file this machine has; None when unknown."""
     slots = manifest.get("slots")
-    if isinstance(slots, str) and slots:
-        return slots
+    if slots in SLOT_KINDS:
+        return str(slots)
     cluster = manifest.get("cluster")
     if not isinstance(cluster, str) or not cluster:
         return None

@@ -1,11 +1,12 @@
 """The past as Slurm's accounting keeps it, into the `History` the simulator keeps: fair-share usage from
 `sshare`, past runtimes from `sacct`.
 
-- **Usage** is decayed GPU-seconds per account, as `sim/history.py` counts it: sshare's `GrpTRESRaw`
+- **Usage** is decayed slot-seconds per account, as `sim/history.py` counts it: sshare's `GrpTRESRaw`
   holds each association's decayed TRES usage in TRES-minutes (`gres/gpu=N` needs
-  `AccountingStorageTRES=gres/gpu`), times 60. Only accounts that hold users' jobs and have used GPUs
-  count (the tree's root and parent accounts sum their children, and an account with no usage is one
-  the simulator has never seen): multifactor's fair-share divides by their number.
+  `AccountingStorageTRES=gres/gpu`; with cores as slots the `cpu` TRES, always accounted), times 60.
+  Only accounts that hold users' jobs and have used slots count (the tree's root and parent accounts
+  sum their children, and an account with no usage is one the simulator has never seen): multifactor's
+  fair-share divides by their number.
 - **Runtimes** are the mean elapsed seconds of the finished jobs per user and per account over the
   look-back window (`sacct -X`, jobs that ran).
 
@@ -37,7 +38,12 @@ def sacct_argv(since: float) -> tuple[str, ...]:
     return ("sacct", "-a", "-X", "-P", "-S", start, "-E", "now", "-s", SACCT_STATES, "-o", SACCT_FIELDS)
 
 
-def usage_from_sshare(text: str) -> dict[str, float]:
+SLOT_TRES = {"gpus": "gres/gpu", "cpus": "cpu"}
+"""The TRES whose usage is the simulator's slot usage, by `ClusterSpec.slots`."""
+
+
+def usage_from_sshare(text: str, slots: str = "gpus") -> dict[str, float]:
+    tres = SLOT_TRES[slots]
     rows = _table(text, ("Account", "User", "GrpTRESRaw"), "sshare")
     with_users = {r["Account"] for r in rows if r["User"]}
     usage: dict[str, float] = {}
@@ -45,9 +51,9 @@ def usage_from_sshare(text: str) -> dict[str, float]:
         account = r["Account"]
         if r["User"] or account not in with_users or account == "root":
             continue
-        gpu_minutes = _tres(r["GrpTRESRaw"]).get("gres/gpu", 0.0)
-        if gpu_minutes > 0:
-            usage[account] = gpu_minutes * TRES_MINUTES
+        minutes = _tres(r["GrpTRESRaw"]).get(tres, 0.0)
+        if minutes > 0:
+            usage[account] = minutes * TRES_MINUTES
     return usage
 
 
@@ -70,10 +76,10 @@ def runtimes_from_sacct(text: str) -> tuple[dict[str, float], dict[str, float]]:
     return _means(per_user), _means(per_account)
 
 
-def history_from_slurm(sshare_text: str, sacct_text: str) -> History:
+def history_from_slurm(sshare_text: str, sacct_text: str, slots: str = "gpus") -> History:
     by_user, by_account = runtimes_from_sacct(sacct_text)
     return History(
-        usage=MappingProxyType(usage_from_sshare(sshare_text)),
+        usage=MappingProxyType(usage_from_sshare(sshare_text, slots)),
         mean_runtime_by_user=MappingProxyType(by_user),
         mean_runtime_by_account=MappingProxyType(by_account),
     )

@@ -26,11 +26,14 @@ of them it is 0, "not requested", and placement infers the job's GPU share of a 
 `Job.cpus` is Slurm's `cpus`, what Slurm will allocate (at least 1).
 
 Cores as slots (`slots="cpus"`, the daemon's `[slurm] slots`): for a CPU cluster served by a model trained
-on an HPC log, whose jobs ask for processors. Every node counts, its slots are its CPUs and its free
-slots its idle CPUs (`cpus - alloc_cpus`); its "GPU model" is its first partition (the wagap presets name
-each cluster so), `"cpu"` without one; GRES is not read. A pending job asks for its `cpus` slots and no
-node count (`nodes` 0, as an SWF log's jobs: a `-N` Slurm computed cannot be told from one the user
-gave); a running job holds its CPUs spread evenly over its nodes. No job is left alone as `cpu_only`.
+on an HPC log, whose jobs ask for processors, and built as the simulator builds that log's snapshot.
+Every node counts, its slots are its CPUs and its free slots its idle CPUs (`cpus - alloc_cpus`); its
+"GPU model" is its first partition (the wagap presets name each cluster so), `"cpu"` without one; GRES is
+not read. A pending job asks for its `cpus` slots, untyped, with no node count (`nodes` 0: a `-N` Slurm
+computed cannot be told from one the user gave) and no memory (0: its cores' share of a node, as for
+the log's jobs, which carry no memory; a node's free memory is likewise its idle cores' share). Nodes
+carry no partition, so no job's fit is limited to its own partition's nodes (the log's jobs name none).
+A running job holds its CPUs spread evenly over its nodes. No job is left alone as `cpu_only`.
 
 Jobs left alone, counted in `ParseReport` under the first reason that applies, in this order: exempt
 partition (any of a multi-partition job's), exempt QOS, held (priority 0, a hold reason, or a
@@ -361,7 +364,7 @@ def parse_jobs(
                     info[job.id] = _info(record)  # may raise: before the job is kept
                     pending.append(job)
             elif kind == "running":
-                held = _running(record, index, cluster.slots)
+                held = _running(record, index, cluster)
                 if held is None:
                     kind = "running_without_gpus"
                 else:
@@ -434,7 +437,9 @@ def _node_row(record: SlurmNode, text: ScontrolNode | None, slots: str) -> _Node
     if slots == "cpus":
         alloc_cpus = _alloc_cpus(record)
         kind = record.partitions[0] if record.partitions else NO_PARTITION
-        return _row(record, GpuRequest(record.cpus, kind), alloc_cpus, alloc_cpus, True)
+        row = _row(record, GpuRequest(record.cpus, kind), alloc_cpus, alloc_cpus, True)
+        share = record.real_memory * row.free_cpus // max(1, record.cpus)
+        return replace(row, node=replace(row.node, partition=""), free_mem_mb=share)
     if "gres" in record.model_fields_set:  # present, even as null: the JSON is authoritative
         gres = record.gres or ""
     elif text is not None and text.gres is not None:
@@ -581,7 +586,7 @@ def _job(record: SlurmJob, gpus: GpuRequest, slots: str) -> Job:
         qos=record.qos,
         gpu_type=gpus.gpu_type,
         cpus=cpus,
-        mem_mb=_memory_mb(record, cpus, gpus.gpus),
+        mem_mb=_memory_mb(record, cpus, gpus.gpus) if slots == "gpus" else 0,
         priority=record.priority,
         nodes=_node_count(record) if slots == "gpus" else 0,
     )
@@ -633,16 +638,18 @@ def _info(record: SlurmJob) -> SlurmJobInfo:
     )
 
 
-def _running(record: SlurmJob, index: Mapping[str, int], slots: str) -> RunningJob | None:
+def _running(record: SlurmJob, index: Mapping[str, int], cluster: ClusterSpec) -> RunningJob | None:
     """A running job and an approximate allocation; None when it holds no GPU.
 
     The nodes come from the job's hostlist. GPUs per node come from `gres_detail` (one entry per node,
     in hostlist order) when it lines up with the nodes, else the request spread evenly. CPUs are the
     job's CPUs spread evenly (the per-core detail in `job_resources` is not worth decoding), memory is
-    `job_resources`' `memory_allocated` per node when given, else the job's memory spread evenly.
+    `job_resources`' `memory_allocated` per node when given, else the job's memory spread evenly (with
+    cores as slots: each node's share for the cores held there).
     Nodes outside `cluster` (no GPUs, or unreadable) get no slice.
     """
     names = hostlist.expand(record.nodes or (record.job_resources.nodes if record.job_resources else ""))
+    slots = cluster.slots
     request = _requested_slots(record, slots)
     details = [node_gpus(d) for d in record.gres_detail] if slots == "gpus" else []
     if details and len(details) == len(names):
@@ -658,7 +665,10 @@ def _running(record: SlurmJob, index: Mapping[str, int], slots: str) -> RunningJ
         raise ValueError("expected start_time for a running job, got none")
     job = _job(record, gpus, slots)
     allocated_mem: dict[str, int] = {}
-    if record.job_resources is not None:
+    if slots == "cpus":  # each core's share of its node, as for the log's jobs
+        shares = ((name, cluster.nodes[index[name]], k) for k, name in enumerate(names) if name in index)
+        allocated_mem = {name: node.mem_mb * per_node[k] // max(1, node.cpus) for name, node, k in shares}
+    elif record.job_resources is not None:
         allocated_mem = {
             a.nodename: a.memory_allocated
             for a in record.job_resources.allocated_nodes

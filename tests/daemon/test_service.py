@@ -480,3 +480,19 @@ def test_a_model_trained_with_quiet_ticks_is_refused_by_a_daemon_that_decides_ot
     assert svc.handle({"command": "reload-model", "path": str(quiet)})["ok"]
     # Models from before quiet ticks record no refresh_s: they are not refused for it.
     assert svc.handle({"command": "reload-model", "path": str(tiny_model(tmp_path / "old", "fcfs"))})["ok"]
+
+
+def test_a_model_trained_on_cores_is_refused_by_a_daemon_that_reads_gpus_and_the_reverse(
+    tmp_path: Path,
+) -> None:
+    """reload-model asks the same question as start-up and --check-config: what are the slots."""
+    cores = export_actor(_Zeros(), tmp_path / "cores", {"base": "fcfs", "slots": "cpus", "seed": 0})
+    gpus = export_actor(_Zeros(), tmp_path / "gpus", {"base": "fcfs", "cluster": "philly-slice", "seed": 0})
+    svc = service(tmp_path, policy={"model_dirs": [str(tmp_path)]})
+    reply = svc.handle({"command": "reload-model", "path": str(cores)})
+    assert reply["ok"] is False and "but slurm.slots is 'gpus'; set slurm.slots = 'cpus'" in reply["error"]
+    assert svc.handle({"command": "reload-model", "path": str(gpus)})["ok"]
+    svc = service(tmp_path, policy={"model_dirs": [str(tmp_path)]}, slurm={"slots": "cpus"})
+    reply = svc.handle({"command": "reload-model", "path": str(gpus)})
+    assert reply["ok"] is False and "trained with gpus as slots (cluster philly-slice)" in reply["error"]
+    assert svc.handle({"command": "reload-model", "path": str(cores)})["ok"]

@@ -112,6 +112,7 @@ def test_a_resumed_warm_started_run_keeps_the_imitation_record(
     """The imitation runs once, before the first epoch; a resumed run must still say it happened."""
     run: dict[str, Any] = {"episodes_per_epoch": 1, "imitate_episodes": 2, "imitate_steps": 20}
     first = load_model(train(tiny_args(burst, tmp_path / "m", **run))).manifest
+    assert first["slots"] == "gpus"  # what the daemon checks against slurm.slots
     resumed = load_model(train(tiny_args(burst, tmp_path / "m", **run, epochs=2, resume=True))).manifest
     assert resumed["epochs_done"] == 2
     for key in ("imitation_top1", "imitation_decisions", "imitation_wall_s", "training_commit"):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rltuned.clusters import load_cluster
-from rltuned.rl.export import load_model
+from rltuned.rl.export import load_model, trained_slots
 from rltuned.traces.bundled import resolve_trace
 
 ROOT = Path(__file__).parents[2] / "models"
@@ -33,6 +33,8 @@ def test_shipped_model_loads_and_names_bundled_data(model_dir: Path) -> None:
     manifest = model.manifest
     assert resolve_trace(str(manifest["trace"])).is_file()
     assert load_cluster(str(manifest["cluster"])).total_gpus > 0
+    # The daemon must know what to read as slots; the HPC-log model's are cores.
+    assert trained_slots(manifest) == ("cpus" if manifest["trace"] == "wagap" else "gpus")
     assert (model_dir / "curve.csv").is_file()
     # The budget is checked at the end of each epoch's update (before that epoch's validation, if it
     # validates): the run stops at the first epoch whose update ends past it.

@@ -12,7 +12,10 @@ How fields are written, so that every parser path is exercised:
 * memory goes in `memory_per_cpu` when it divides evenly by the job's CPUs (and there are several),
   else in `memory_per_node` (split over the nodes), else (0) is left null;
 * untyped nodes (model "gpu") and untyped jobs render untyped GRES (`gpu:4`, `gres:gpu:2`);
-* nodes named in `down` are rendered in state `down`.
+* nodes named in `down` are rendered in state `down`;
+* with `cores=True` (a cluster whose slots are cores, `ClusterSpec.slots == "cpus"`) nothing has GRES:
+  nodes show their slots as CPUs in use, jobs ask for their slots as CPUs (`-n`) and 1000 MiB per CPU
+  (a request of the job's own, which the snapshot does not carry).
 """
 
 from __future__ import annotations
@@ -37,17 +40,20 @@ class Rendered(NamedTuple):
     sinfo: str
 
 
-def render(snapshot: ClusterSnapshot, *, down: Collection[str] = ()) -> Rendered:
-    return Rendered(json.dumps(render_squeue(snapshot)), json.dumps(render_sinfo(snapshot, down=down)))
+def render(snapshot: ClusterSnapshot, *, down: Collection[str] = (), cores: bool = False) -> Rendered:
+    squeue = render_squeue(snapshot, cores=cores)
+    return Rendered(json.dumps(squeue), json.dumps(render_sinfo(snapshot, down=down, cores=cores)))
 
 
-def render_sinfo(snapshot: ClusterSnapshot, *, down: Collection[str] = ()) -> dict[str, Any]:
+def render_sinfo(
+    snapshot: ClusterSnapshot, *, down: Collection[str] = (), cores: bool = False
+) -> dict[str, Any]:
     sample = json.loads((FIXTURES / "sinfo.json").read_text())
     template = sample["nodes"][0]
     nodes = []
     for i, node in enumerate(snapshot.cluster.nodes):
         used = node.gpus - snapshot.free_gpus[i]
-        alloc_cpus = node.cpus - snapshot.free_cpus[i]
+        alloc_cpus = used if cores else node.cpus - snapshot.free_cpus[i]
         alloc_mem = node.mem_mb - snapshot.free_mem_mb[i]
         if node.name in down:
             state = "down"
@@ -59,8 +65,8 @@ def render_sinfo(snapshot: ClusterSnapshot, *, down: Collection[str] = ()) -> di
         record.update(
             name=node.name,
             state=state,
-            gres=_gres(node.gpu_type, node.gpus),
-            gres_used=f"{_gres(node.gpu_type, used)}({_indices(0, used)})",
+            gres="" if cores else _gres(node.gpu_type, node.gpus),
+            gres_used="" if cores else f"{_gres(node.gpu_type, used)}({_indices(0, used)})",
             cpus=node.cpus,
             alloc_cpus=alloc_cpus,
             idle_cpus=node.cpus - alloc_cpus,
@@ -77,14 +83,42 @@ def render_sinfo(snapshot: ClusterSnapshot, *, down: Collection[str] = ()) -> di
     return {"meta": sample["meta"], "errors": [], "nodes": nodes}
 
 
-def render_squeue(snapshot: ClusterSnapshot) -> dict[str, Any]:
+def render_squeue(snapshot: ClusterSnapshot, *, cores: bool = False) -> dict[str, Any]:
     sample = json.loads((FIXTURES / "squeue.json").read_text())
     pending_template = next(j for j in sample["jobs"] if j["job_state"] == "PENDING")
     running_template = next(j for j in sample["jobs"] if j["job_state"] == "RUNNING")
+    if cores:
+        jobs = [_cpu_job(pending_template, job) for job in snapshot.pending]
+        jobs += [_cpu_running(running_template, r, snapshot.cluster.nodes) for r in snapshot.running]
+        return {"meta": sample["meta"], "errors": [], "jobs": jobs}
     jobs = [_pending(pending_template, job) for job in snapshot.pending]
     gpu_index = [0] * len(snapshot.cluster.nodes)  # next free GPU index per node, for IDX:
     jobs += [_running(running_template, r, snapshot.cluster.nodes, gpu_index) for r in snapshot.running]
     return {"meta": sample["meta"], "errors": [], "jobs": jobs}
+
+
+def _cpu_job(template: dict[str, Any], job: Job) -> dict[str, Any]:
+    """`sbatch -n <slots>`: CPUs only, no memory asked."""
+    record = _common(template, job)
+    record.update(cpus=job.gpus, tasks=job.gpus, node_count=1, job_state="PENDING", state_reason="Priority")
+    record.update(nodes="", gres_detail=[], memory_per_cpu=1000)
+    return record
+
+
+def _cpu_running(template: dict[str, Any], running: RunningJob, nodes: tuple[Node, ...]) -> dict[str, Any]:
+    record = _cpu_job(template, running.job)
+    names = [nodes[s.node].name for s in running.allocation]
+    start = round(running.start)
+    record.update(
+        job_state="RUNNING",
+        state_reason="None",
+        nodes=compress(names),
+        node_count=len(names),
+        start_time=start,
+        end_time=start + (record["time_limit"] or 0) * 60,
+        job_resources=None,
+    )
+    return record
 
 
 def _common(template: dict[str, Any], job: Job) -> dict[str, Any]:

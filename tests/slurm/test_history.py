@@ -45,6 +45,12 @@ def test_the_history() -> None:
     assert history.total_usage == 1800.0 and history.mean_runtime_by_user["alice"] == 200.0
 
 
+def test_with_cores_as_slots_usage_is_core_seconds() -> None:
+    """The simulator counts slot-seconds; on a CPU cluster a slot is a core, and gres/gpu is 0 there."""
+    assert usage_from_sshare(SSHARE, "cpus") == {"physics": 3600.0, "bio": 2400.0}
+    assert history_from_slurm(SSHARE, SACCT, "cpus").total_usage == 6000.0
+
+
 @pytest.mark.parametrize(
     ("sshare", "sacct", "problem"),
     [
