@@ -26,6 +26,8 @@ from rltuned.domain import Job
 from rltuned.errors import UsageError
 
 MODELS = ("auto", "trace", "exact", "swf-ratio", "qssf-noise")
+UNDRAWN = frozenset({"exact", "trace"})
+"""Estimate models with nothing to draw: every seed gives the same limits."""
 MIN_ESTIMATE_S = 1.0
 MIN_RATIO = 1e-3  # a limit 1000x the runtime is as loose as real logs get once outliers are cut
 

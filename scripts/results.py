@@ -35,7 +35,7 @@ import torch
 import rltuned
 from rltuned.clusters import load_cluster
 from rltuned.domain import Job
-from rltuned.estimates import apply_estimates
+from rltuned.estimates import UNDRAWN, apply_estimates
 from rltuned.policies.multifactor import Multifactor
 from rltuned.rl.env import METRICS as METRIC_KEY
 from rltuned.rl.evaluate import LOWER_IS_BETTER, make_side, tick_settings_of
@@ -351,7 +351,7 @@ def resolved_estimates(m: dict[str, Any]) -> str:
 
 def noisy(m: dict[str, Any]) -> bool:
     """Whether the model's runtime estimates are drawn (seeded noise) rather than exact or the trace's."""
-    return resolved_estimates(m) not in ("exact", "trace")
+    return resolved_estimates(m) not in UNDRAWN
 
 
 def run_task(task: Task) -> Metrics:

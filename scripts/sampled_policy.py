@@ -49,7 +49,8 @@ def main() -> None:
         parser.error(f"{args.model}: a paper-replication-loop model; this compares the daemon's ranking")
     jobs, _ = apply_estimates(load_trace(resolve_trace(m["trace"])).jobs, m["estimates"], m["estimates_seed"])
     config = tick_settings_of(m, m["base"])
-    validator = Validator(jobs, load_cluster(m["cluster"]), m["base"], config, int(m["warmup"]), m["metric"],
+    cluster = load_cluster(m["cluster"])
+    validator = Validator([jobs], cluster, m["base"], config, int(m["warmup"]), m["metric"],
                           m.get("validation_window"))  # fmt: skip
     windows = range(len(validator.windows))
 

@@ -108,6 +108,9 @@ class Args:
     after the last epoch); the exported actor is then the best on validation, not the last (0: never)"""
     validation_window: int | None = None
     """jobs per validation window (default: 1,024, 512 or 256, whichever gives the split six windows)"""
+    validation_estimate_seeds: int = 1
+    """draws of the runtime-estimate noise the validation windows run on: the training draw
+    (`estimates_seed`) and the next ones (one for exact estimates or the trace's own limits)"""
     validation_score: str = "pooled"
     """pooled: the normalized gap of the mean scores over the validation windows (the paper's); per_window:
     the mean of each window's normalized gap, so that one heavy window cannot choose the checkpoint"""
@@ -149,6 +152,12 @@ class Args:
                 ">= 1",
             ),
             (self.workers >= 0, "workers", self.workers, ">= 0 (0: one per core)"),
+            (
+                self.validation_estimate_seeds >= 1,
+                "validation_estimate_seeds",
+                self.validation_estimate_seeds,
+                ">= 1",
+            ),
         ]
         rules.append((self.validation_score in VALIDATION_SCORES, "validation_score", self.validation_score,
                       " | ".join(VALIDATION_SCORES)))  # fmt: skip

@@ -23,7 +23,7 @@ from rltuned.clusters import load_cluster
 from rltuned.core.guard import GuardSettings
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError
-from rltuned.estimates import apply_estimates
+from rltuned.estimates import UNDRAWN, apply_estimates
 from rltuned.rl import LOOPS
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.args import Args
@@ -81,7 +81,11 @@ def make_validator(args: Args) -> Validator:
     """The validation split's windows in the training loop, warmed up like the training episodes."""
     jobs, cluster = _trace_and_cluster(args)
     config = tick_settings(args) if args.loop == "ticks" else loop_config(args)
-    return Validator(jobs, cluster, args.base, config, args.warmup, args.metric, args.validation_window)
+    draws = [jobs]
+    if args.validation_estimate_seeds > 1 and args.extra["estimates_resolved"] not in UNDRAWN:
+        seeds = range(args.estimates_seed + 1, args.estimates_seed + args.validation_estimate_seeds)
+        draws += [_estimated_jobs(args.trace, args.estimates, s)[0] for s in seeds]
+    return Validator(draws, cluster, args.base, config, args.warmup, args.metric, args.validation_window)
 
 
 def _trace_and_cluster(args: Args) -> tuple[tuple[Job, ...], ClusterSpec]:
@@ -348,6 +352,11 @@ def _validate(args: Args, collector: Collector, agent: ActorCritic, epoch: int) 
     """Score the deterministic policy on the validation windows; keep its actor if it is the best yet."""
     base = args.extra["validation_base_scores"]
     scores = collector.validate(agent)
+    if len(scores) != len(base):
+        raise UsageError(
+            f"the validation has {len(scores)} windows, the run being resumed had {len(base)}; resume with "
+            "its --validation-window and --validation-estimate-seeds or start a new run"
+        )
     g = gap(base, scores, args.metric, args.validation_score)
     best = args.extra.get("validation")
     if best is not None and best.get("score", "pooled") != args.validation_score:

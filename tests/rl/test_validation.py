@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from rltuned.errors import UsageError
+from rltuned.estimates import apply_estimates
+from rltuned.rl import ppo
 from rltuned.rl.args import Args
-from rltuned.rl.validation import gap
+from rltuned.rl.validation import Validator, gap
+from rltuned.traces import load_trace
+from tests.rl.test_imitate import TINY
+from tests.rl.test_training import write_trace
 
 
 def test_one_heavy_window_decides_the_pooled_gap_but_not_the_per_window_one() -> None:
@@ -31,3 +37,39 @@ def test_an_unknown_validation_score_is_refused_naming_the_flag() -> None:
         UsageError, match=re.escape("--validation-score must be pooled | per_window, got median")
     ):
         Args(validation_score="median").check()
+
+
+@pytest.fixture(scope="module")
+def burst(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("validation")
+    write_trace(root / "burst.csv", 2000, seed=2)
+    (root / "tiny.toml").write_text(TINY)
+    return root / "burst.csv", root / "tiny.toml"
+
+
+def validator_for(burst: tuple[Path, Path], estimates: str, draws: int) -> Validator:
+    trace, spec = burst
+    args = Args(trace=str(trace), cluster=str(spec), base="sjf", metric="bsld", estimates=estimates,
+                backfill=False, window=64, warmup=0, seed=0, loop="paper", validate_every=1,
+                validation_window=64, validation_estimate_seeds=draws)  # fmt: skip
+    ppo.make_env(args)  # resolves the estimate model, as training does first
+    return ppo.make_validator(args)
+
+
+def test_validation_runs_every_window_on_each_draw_of_the_estimate_noise(burst: tuple[Path, Path]) -> None:
+    """A checkpoint chosen on one draw of noisy limits can win on that draw alone; the next draws are
+    the training draw's seed + 1, + 2 (the test split's draws, on other jobs)."""
+    one, three = validator_for(burst, "qssf-noise", 1), validator_for(burst, "qssf-noise", 3)
+    windows = len(one.windows)
+    assert windows == 3 and len(three.windows) == 3 * windows  # 200 validation jobs: 3 x 64
+    trace = load_trace(burst[0]).jobs
+    for seed in range(3):
+        assert three.draws[seed] == apply_estimates(trace, "qssf-noise", seed)[0]
+    first = [three.score(None, i) for i in range(windows)]
+    assert first == [one.score(None, i) for i in range(windows)]
+    others = [three.score(None, i) for i in range(windows, 3 * windows)]
+    assert others[:windows] != first and others[windows:] != others[:windows]  # other limits, other schedules
+
+
+def test_exact_estimates_have_one_draw(burst: tuple[Path, Path]) -> None:
+    assert len(validator_for(burst, "exact", 3).windows) == len(validator_for(burst, "exact", 1).windows)
