@@ -21,6 +21,8 @@ def check(settings: Settings) -> list[str]:
     checked: list[str] = []
     check_readable_base(settings.policy.base)
     checked.append(f"base {settings.policy.base}")
+    if not settings.placing:  # said, since [placement]'s levers may be set and are not pulled
+        checked.append("cores as slots (placement levers off)")
     c = settings.control
     if c.group:
         _group_id(c.group)

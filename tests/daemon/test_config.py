@@ -166,7 +166,8 @@ def test_check_config_refuses_a_model_whose_slots_are_not_slurm_slots(tmp_path: 
     proc = check_config(write(tmp_path, text))
     assert proc.returncode == 78, proc.stderr
     assert "cpus as slots (cluster wagap-slice) but slurm.slots is 'gpus'" in proc.stderr
-    assert check_config(write(tmp_path, text.replace('"gpus"', '"cpus"'))).returncode == 0
+    proc = check_config(write(tmp_path, text.replace('"gpus"', '"cpus"')))
+    assert proc.returncode == 0 and "cores as slots (placement levers off)" in proc.stdout
     gpu_model = text.replace("wagap-fcfs-bsld-ticks", "philly-sjf-bsld").replace('"fcfs"', '"sjf"')
     gpu_model = gpu_model.replace("refresh_s = 600", "refresh_s = 0").replace('"gpus"', '"cpus"')
     proc = check_config(write(tmp_path, gpu_model))
