@@ -7,7 +7,8 @@ For each model in models/*/manifest.json, in the loop it was trained in (the dae
 paper-replication loop, named so), on its own cluster, with its backfilling, placement and warm-up:
 
 1. The heuristic to beat is chosen on the **validation** split (the one with the best mean of the model's
-   metric over the split's disjoint windows, estimate seed 0), never on test.
+   metric over the split's disjoint windows, on the estimate draws the model was validated on: draw 0
+   unless it was trained with `--validation-estimate-seeds`), never on test.
 2. On the **test** split (the last 10% by submit time, rl/splits.py), every heuristic and the model on its
    own base run every disjoint window, each after its preceding jobs as warm-up, once per seed of the
    runtime-estimate noise (`qssf-noise` draws 0, 1, 2, ...). Each cell: mean (std) over those seeds of
@@ -134,8 +135,11 @@ def section(model_dir: Path, seeds: int, pool: ProcessPoolExecutor) -> str:
     def run(tasks: Sequence[Task]) -> list[Metrics]:
         return list(pool.map(run_task, tasks))
 
-    n_val = windows(d, "validation")
-    validation = run([Task(d, None, b, "validation", w, 0) for b in bases for w in range(n_val)])
+    n_val = windows(d, "validation") * len(validation_draws(m))
+    validation = run([
+        Task(d, None, b, "validation", w, s)
+        for b in bases for s in validation_draws(m) for w in range(windows(d, "validation"))
+    ])  # fmt: skip
     val = {
         b: float(np.mean([getattr(x, key) for x in validation[i * n_val : (i + 1) * n_val]]))
         for i, b in enumerate(bases)
@@ -199,7 +203,8 @@ def render(
     else:
         lines.append("- checkpoint: the last epoch's (trained before checkpoints were chosen on validation)")
     lines.append(
-        "- heuristics on validation by " + key + ": "
+        "- heuristics on validation by " + key
+        + (f" ({len(validation_draws(m))} estimate draws)" if len(validation_draws(m)) > 1 else "") + ": "
         + ", ".join(f"{b} {fmt(v)}" for b, v in sorted(val.items(), key=lambda kv: kv[1]))
         + f"; the one to beat: **{best}**"
     )  # fmt: skip
@@ -342,6 +347,13 @@ def model_at(path: str) -> LoadedModel:
 def windows(model_dir: str, split: str) -> int:
     m = model_at(model_dir).manifest
     return len(disjoint_windows(split_range(len(trace_jobs(str(m["trace"]), "exact", 0)), split)))
+
+
+def validation_draws(m: dict[str, Any]) -> list[int]:
+    """The estimate draws the model was validated on (`--validation-estimate-seeds`), which choose the
+    heuristic to beat as well."""
+    first = int(m.get("estimates_seed", 0))
+    return [first + k for k in range(int(m.get("validation_estimate_seeds", 1)) if noisy(m) else 1)]
 
 
 def resolved_estimates(m: dict[str, Any]) -> str:

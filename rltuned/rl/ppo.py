@@ -248,10 +248,19 @@ def _train(
     )
     args.extra["workers"] = collector.workers
     try:
+        draws = len(validator.draws) if validator is not None else 0
+        setup = {"window": args.validation_window, "draws": draws, "estimates_seed": args.estimates_seed}
         if validator is not None and "validation_base_scores" not in args.extra:
             started = time.perf_counter()
             args.extra["validation_base_scores"] = collector.validate(None)
             args.extra["validation_wall_s"] = time.perf_counter() - started  # the budget's first estimate
+            args.extra["validation_setup"] = setup
+        elif validator is not None and args.extra.get("validation_setup", setup) != setup:
+            raise UsageError(
+                f"the run being resumed validated on {args.extra['validation_setup']}, this one would on "
+                f"{setup}: resume with its --validation-window, --validation-estimate-seeds and "
+                "--estimates-seed, or start a new run"
+            )
         return _epochs(args, collector, agent, opts, curve, wall_before - t0, progress)
     finally:
         collector.close()

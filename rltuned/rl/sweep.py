@@ -76,8 +76,13 @@ def sweep(
         raise UsageError("a sweep chooses on the validation split: --validate-every must be >= 1")
     if "out" in grid or "ray" in grid:
         raise UsageError("--grid cannot vary out or ray")
-    if "validation_score" in grid:  # trials are ranked by their gaps: one scale for all of them
-        raise UsageError("--grid cannot vary validation_score: set it once with --validation-score")
+    fixed = sorted(
+        {"validation_score", "validation_window", "validation_estimate_seeds", "estimates_seed"} & set(grid)
+    )
+    if fixed:  # trials are ranked by their gaps: one scale and one validation set for all of them
+        raise UsageError(
+            f"--grid cannot vary {', '.join(fixed)}: the trials must be judged on one validation"
+        )
     base.check()
     for key, values in grid.items():
         for value in values:

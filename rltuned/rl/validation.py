@@ -32,7 +32,7 @@ class Validator:
     `draws` holds the trace once per draw of the runtime-estimate noise (one list for exact estimates or
     a trace's own limits); the windows are every disjoint window of the split in every draw. One draw
     chooses a checkpoint on one set of noisy limits: Philly's SJF model gained 7.4% per window on the
-    draw it was chosen on and -0.3% and +2.0% on two others (docs/training.md), as on test."""
+    draw it was chosen on and -0.3% and +2.0% on two others (docs/training.md)."""
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ import torch
 
 from rltuned.clusters import load_cluster
 from rltuned.domain import Job
+from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
 from rltuned.features import ACTOR_FEATURES, MAX_JOBS
 from rltuned.rl import ppo
@@ -157,3 +158,22 @@ def test_a_resumed_run_ships_the_best_actor_its_validation_record_describes(
     mask = torch.zeros(MAX_JOBS, dtype=torch.bool)
     mask[:30] = True
     assert torch.equal(resumed.scores(obs, mask), first.scores(obs, mask))
+
+
+def test_a_resume_must_validate_on_the_windows_and_draws_its_run_chose_on(
+    tmp_path: Path, burst: tuple[Path, Path]
+) -> None:
+    """The best actor's gap was measured on one validation; another would make the next gaps incomparable."""
+    run: dict[str, Any] = {"episodes_per_epoch": 1, "validate_every": 1, "estimates": "qssf-noise",
+                           "validation_window": 64, "validation_estimate_seeds": 2}  # fmt: skip
+    first = load_model(train(tiny_args(burst, tmp_path / "m", **run))).manifest
+    assert first["validation_setup"] == {"window": 64, "draws": 2, "estimates_seed": 0}
+    again = {**run, "validation_estimate_seeds": 3}
+    with pytest.raises(UsageError, match="resume with its --validation-window, --validation-estimate-seeds"):
+        train(tiny_args(burst, tmp_path / "m", **again, epochs=2, resume=True))
+    assert (
+        load_model(train(tiny_args(burst, tmp_path / "m", **run, epochs=2, resume=True))).manifest[
+            "epochs_done"
+        ]
+        == 2
+    )

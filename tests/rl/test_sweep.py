@@ -44,6 +44,8 @@ def test_a_sweep_without_validation_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 2 and "--clip-ratio must be in (0, 1), got 1.5" in out.stderr
     out = run_sweep(tmp_path, "--validate-every", "1", "--grid", "validation_score=pooled,per_window")
     assert out.returncode == 2 and "--grid cannot vary validation_score" in out.stderr  # gaps on two scales
+    out = run_sweep(tmp_path, "--validate-every", "1", "--grid", "estimates_seed=0,1")
+    assert out.returncode == 2 and "--grid cannot vary estimates_seed" in out.stderr  # two validation sets
 
 
 @pytest.mark.slow
