@@ -25,17 +25,6 @@ from rltuned.rl.rollouts import LocalCollector
 from rltuned.rl.splits import train_jobs
 from rltuned.sim.simulator import SimConfig
 from rltuned.traces import load_trace
-from tests.rl.test_training import write_trace
-
-TINY = 'name = "tiny"\n[[nodes]]\ngpu_type = "T4"\ngpus = 4\ncpus = 16\nmem_mb = 65536\n'
-
-
-@pytest.fixture(scope="module")
-def burst(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("imitate")
-    write_trace(root / "burst.csv", 2000, seed=2)
-    (root / "tiny.toml").write_text(TINY)
-    return root / "burst.csv", root / "tiny.toml"
 
 
 def exact_jobs(trace: Path) -> list[Job]:

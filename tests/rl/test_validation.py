@@ -13,8 +13,6 @@ from rltuned.rl import ppo
 from rltuned.rl.args import Args
 from rltuned.rl.validation import Validator, gap
 from rltuned.traces import load_trace
-from tests.rl.test_imitate import TINY
-from tests.rl.test_training import write_trace
 
 
 def test_one_heavy_window_decides_the_pooled_gap_but_not_the_per_window_one() -> None:
@@ -37,14 +35,6 @@ def test_an_unknown_validation_score_is_refused_naming_the_flag() -> None:
         UsageError, match=re.escape("--validation-score must be pooled | per_window, got median")
     ):
         Args(validation_score="median").check()
-
-
-@pytest.fixture(scope="module")
-def burst(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("validation")
-    write_trace(root / "burst.csv", 2000, seed=2)
-    (root / "tiny.toml").write_text(TINY)
-    return root / "burst.csv", root / "tiny.toml"
 
 
 def validator_for(burst: tuple[Path, Path], estimates: str, draws: int) -> Validator:
