@@ -248,22 +248,31 @@ def _train(
     )
     args.extra["workers"] = collector.workers
     try:
-        draws = len(validator.draws) if validator is not None else 0
-        setup = {"window": args.validation_window, "draws": draws, "estimates_seed": args.estimates_seed}
-        if validator is not None and "validation_base_scores" not in args.extra:
-            started = time.perf_counter()
-            args.extra["validation_base_scores"] = collector.validate(None)
-            args.extra["validation_wall_s"] = time.perf_counter() - started  # the budget's first estimate
-            args.extra["validation_setup"] = setup
-        elif validator is not None and args.extra.get("validation_setup", setup) != setup:
-            raise UsageError(
-                f"the run being resumed validated on {args.extra['validation_setup']}, this one would on "
-                f"{setup}: resume with its --validation-window, --validation-estimate-seeds and "
-                "--estimates-seed, or start a new run"
-            )
+        if validator is not None:
+            _base_scores(args, collector, validator)
         return _epochs(args, collector, agent, opts, curve, wall_before - t0, progress)
     finally:
         collector.close()
+
+
+def _base_scores(args: Args, collector: Collector, validator: Validator) -> None:
+    """The base's validation scores, once per run; a resumed run must validate as its run did, or its
+    best actor's gap and the next ones would be measured on different windows."""
+    draws = len(validator.draws)
+    setup = {"window": args.validation_window, "draws": draws, "estimates_seed": args.estimates_seed}
+    if "validation_base_scores" not in args.extra:
+        started = time.perf_counter()
+        args.extra["validation_base_scores"] = collector.validate(None)
+        args.extra["validation_wall_s"] = time.perf_counter() - started  # the budget's first estimate
+        args.extra["validation_setup"] = setup
+        return
+    recorded = args.extra.get("validation_setup", setup)  # runs from before it was recorded: the count
+    if recorded != setup or len(args.extra["validation_base_scores"]) != len(validator.windows):
+        raise UsageError(
+            f"the run being resumed validated on {recorded} ({len(args.extra['validation_base_scores'])} "
+            f"windows), this one would on {setup} ({len(validator.windows)}): resume with its "
+            "--validation-window, --validation-estimate-seeds and --estimates-seed, or start a new run"
+        )
 
 
 def _resume(args: Args, agent: ActorCritic, opts: Optimizers) -> tuple[Curve, float, bool]:
@@ -361,11 +370,6 @@ def _validate(args: Args, collector: Collector, agent: ActorCritic, epoch: int) 
     """Score the deterministic policy on the validation windows; keep its actor if it is the best yet."""
     base = args.extra["validation_base_scores"]
     scores = collector.validate(agent)
-    if len(scores) != len(base):
-        raise UsageError(
-            f"the validation has {len(scores)} windows, the run being resumed had {len(base)}; resume with "
-            "its --validation-window and --validation-estimate-seeds or start a new run"
-        )
     g = gap(base, scores, args.metric, args.validation_score)
     best = args.extra.get("validation")
     if best is not None and best.get("score", "pooled") != args.validation_score:
