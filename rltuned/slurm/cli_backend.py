@@ -8,9 +8,12 @@ that one failure says which job it was; stderr is classified into an `Outcome`.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,6 +50,17 @@ def classify(stderr: str) -> Outcome:
     if any(word in text for word in _HELD):
         return Outcome.HELD
     return Outcome.ERROR
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: killed with the daemon. A `scontrol update` that outlived a SIGKILLed
+    daemon could land after a reset had undone what the ledger says it intended (tests/faults)."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class CliAdapter:
@@ -150,6 +164,7 @@ class CliAdapter:
                 env=dict(env or self.env),
                 stdin=subprocess.DEVNULL,
                 check=False,
+                preexec_fn=_die_with_parent,
             )
         except subprocess.TimeoutExpired:
             raise SlurmError(
