@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property, partial
 from typing import Any, Protocol
 
@@ -48,6 +48,7 @@ class Change:
 
 
 UNTOUCHED = Change()
+_FIELDS = frozenset(f.name for f in fields(Change))
 
 
 class Written:
@@ -68,10 +69,20 @@ class Written:
     def record(self, job_id: int, **values: Any) -> None:
         self._changes[job_id] = replace(self.get(job_id), **values)
 
+    def _record_one(self, job_id: int, kind: str, value: object) -> None:
+        """`record` of one field without `replace`'s generic cost: a simulated tick records tens of
+        accepted writes (Change has no __post_init__ to skip)."""
+        new = object.__new__(Change)
+        new.__dict__.update(self.get(job_id).__dict__)
+        new.__dict__[kind] = value
+        self._changes[job_id] = new
+
     def record_applied(self, action: Action) -> None:
         """An update Slurm accepted; a cleared ExcNodeList is recorded as never set."""
+        if action.kind not in _FIELDS:
+            raise TypeError(f"Change has no field {action.kind!r}")
         cleared = action.kind == "excluded_nodes" and action.value == ""
-        self.record(action.job_id, **{action.kind: None if cleared else action.value})
+        self._record_one(action.job_id, action.kind, None if cleared else action.value)
 
     def forget(self, job_id: int) -> None:
         self._changes.pop(job_id, None)
@@ -89,6 +100,10 @@ class Written:
 
     def __len__(self) -> int:
         return len(self._changes)
+
+    def steered(self) -> set[int]:
+        """Jobs rltuned has set an ExcNodeList on (to clear once they are no longer placed)."""
+        return {j for j, c in self._changes.items() if c.excluded_nodes}
 
     def owned_priorities(self) -> Mapping[int, int]:
         return {j: c.priority for j, c in self._changes.items() if c.priority is not None}
@@ -187,12 +202,22 @@ def make_plan(
     else:
         raise ValueError(f"lever must be one of {RANKING_LEVERS}, got {lever.kind!r}")
     actions: list[Action] = []
+    by_job = placements.by_job
+    steered = ledger.steered()
     for job in order:
-        placed = placements.by_job.get(job.id)
+        target = targets[job.id]
+        if lever.kind == PRIORITY.kind:
+            if job.priority != target:
+                actions.append(PRIORITY.action(job.id, target))
+        else:
+            written = ledger.get(job.id).site_factor
+            if written != target and (written is None or abs(written - target) > lever.site_factor_deadband):
+                actions.append(SITE_FACTOR.action(job.id, target))
+        placed = by_job.get(job.id)
+        if placed is None and job.id not in steered:  # no placement lever to write or undo
+            continue
         job_info = info.get(job.id) if placed is not None else None
-        actions.extend(
-            _job_actions(job, targets[job.id], ledger.get(job.id), job_info, placed, cluster, lever)
-        )
+        actions.extend(_placement_actions(job, ledger.get(job.id), job_info, placed, cluster, lever))
     kept = actions[: lever.max_actions]
     return Plan(tuple(kept), len(actions) - len(kept), partial(_rows, ranking, placements, targets))
 
@@ -219,9 +244,8 @@ def _rows(ranking: Ranking, placements: Placements, targets: Mapping[int, int]) 
     return tuple(rows)
 
 
-def _job_actions(
+def _placement_actions(
     job: Job,
-    target: int,
     change: Change,
     info: Pins | None,
     placed: Placement | None,
@@ -229,13 +253,6 @@ def _job_actions(
     lever: Lever,
 ) -> list[Action]:
     out: list[Action] = []
-    if lever.kind == PRIORITY.kind:
-        if job.priority != target:
-            out.append(PRIORITY.action(job.id, target))
-    elif change.site_factor != target and (
-        change.site_factor is None or abs(change.site_factor - target) > lever.site_factor_deadband
-    ):
-        out.append(SITE_FACTOR.action(job.id, target))
     if placed is None and change.excluded_nodes:  # steered on an earlier tick and did not start: free it
         out.append(EXCLUDED_NODES.action(job.id, ""))
     if placed is None or info is None:

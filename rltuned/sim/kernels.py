@@ -448,10 +448,10 @@ def backfill_pass(
     job_gpus: npt.NDArray[np.int64],
     job_limit: npt.NDArray[np.float64],
     job_shape: npt.NDArray[np.int64],
-    dem_ptr: npt.NDArray[np.int64],
-    dem_pool: npt.NDArray[np.int64],
-    dem_cpg: npt.NDArray[np.float64],
-    dem_mpg: npt.NDArray[np.float64],
+    shape_ptr: npt.NDArray[np.int64],
+    shape_pool: npt.NDArray[np.int64],
+    shape_cpg: npt.NDArray[np.float64],
+    shape_mpg: npt.NDArray[np.float64],
     slices: npt.NDArray[np.int64],
     select: int = PACK,
     whole_nodes: bool = False,
@@ -459,7 +459,9 @@ def backfill_pass(
     """One sched/backfill pass over the tested jobs in priority order: each job's earliest start on the
     profile (rows `[0, size)` of times/cap, with room for two rows per job), reserved there when it lies
     within the horizon. Returns, per job, the number of slices of a job that starts now (0 for the
-    others; its slices are `slices[j, :count]`), and the profile's row count after the pass.
+    others; its slices are `slices[j, :count]`), and the profile's row count after the pass. A job's
+    demand is its shape's: shape s's pools and per-GPU CPUs and memory are entries
+    `shape_ptr[s]:shape_ptr[s + 1]` of `shape_pool`, `shape_cpg` and `shape_mpg` (`ShapeTable`).
 
     Reservations only take capacity away during a pass, and within a demand shape a job asking for no
     fewer GPUs for no less time fits nowhere a smaller, shorter one did not: its earliest start is no
@@ -477,10 +479,11 @@ def backfill_pass(
         found_at[j] = np.inf
         if bound > horizon:
             continue
-        a, b = dem_ptr[j], dem_ptr[j + 1]
+        a, b = shape_ptr[shape], shape_ptr[shape + 1]
         row, end, count = earliest_start(
             times[:size], cap[:size], limit, horizon, bound, g,
-            dem_pool[a:b], dem_cpg[a:b], dem_mpg[a:b], pool_ptr, pool_flat, pool_gpus, slices[j], select,
+            shape_pool[a:b], shape_cpg[a:b], shape_mpg[a:b], pool_ptr, pool_flat, pool_gpus, slices[j],
+            select,
         )  # fmt: skip
         if row < 0:
             continue

@@ -56,6 +56,9 @@ from rltuned.slurm.parse import natural_key
 
 FINISH, ARRIVAL = 0, 1
 Released = tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]
+ShapeArrays = tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]
+]
 INF = float("inf")
 GRID_TOLERANCE = 1e-9
 """A time within this many grid steps of a grid point is on it (floating-point sums of steps drift)."""
@@ -156,6 +159,7 @@ class _Job:
         "limit",
         "rows",
         "runtime",
+        "shape",
         "shown",
         "shown_with",
         "site",
@@ -175,11 +179,19 @@ class _Job:
         self.alloc: Allocation = ()
         self.rows = np.zeros((0, 4), dtype=np.int64)
         """The allocation as the backfill profile reads it: (node, GPUs, CPUs, memory) per slice."""
+        self.shape = -1
+        """The demand's number in the run's `ShapeTable` (-1: not numbered since the demand was set)."""
         self.shown = replace(job, runtime=None, time_limit=self.limit, priority=None)
         """The job as squeue shows it: no true runtime; the priority is set per snapshot."""
         self.shown_with = self.shown
         self.arrival = (job.submit, job.id)
         """squeue's order of pending jobs."""
+
+    def ask(self, shapes: ShapeTable) -> tuple[int, float, int]:
+        """What a backfill pass reads of the job: (GPUs, time limit, shape number)."""
+        if self.shape < 0:
+            self.shape = shapes.number(self.demand)
+        return self.demand.gpus, self.limit, self.shape
 
     def shown_at(self, priority: int) -> Job:
         """The job as squeue shows it with this priority (kept while the priority does not change)."""
@@ -220,7 +232,7 @@ class SlurmRun:
         self.warmup = warmup
         self.pools = build_pools(cluster)
         self.pool_arrays = PoolArrays.of(self.pools)
-        self._shapes: dict[tuple[object, ...], int] = {}
+        self._shapes = ShapeTable()
         self._node_index = {n.name: i for i, n in enumerate(cluster.nodes)}
         nodes = cluster.nodes
         self.free = FreeCapacity([n.gpus for n in nodes], [n.cpus for n in nodes], [n.mem_mb for n in nodes])
@@ -239,6 +251,7 @@ class SlurmRun:
         self.changed = True
         """Whether anything a backfill pass reads changed since the last pass (see `_backfill`)."""
         self._last_pass: list[int] = []
+        self._released_at: tuple[int, Released, float] = (-1, releases([]), INF)
         self._version = 0
         """Counts starts and completions (what a priority context reads besides the clock)."""
         self._ctx: PriorityContext | None = None
@@ -361,8 +374,9 @@ class SlurmRun:
         return [a for a in due if a.job_id in self.by_id]  # a job no pool can hold never ran
 
     def apply(self, actions: Sequence[Action]) -> None:
-        """The plan's `scontrol update`s, all accepted (every job in a plan is pending at its tick)."""
-        self.changed = True
+        """The plan's `scontrol update`s, all accepted (every job in a plan is pending at its tick). A
+        priority or SiteFactor write changes what a backfill pass reads only through the priority order,
+        which the pass compares itself (`_backfill`); a node list changes where a job may run."""
         for action in actions:
             entry = self.by_id[action.job_id]
             if action.kind == "priority":
@@ -374,6 +388,8 @@ class SlurmRun:
             elif action.kind == "excluded_nodes":
                 assert isinstance(action.value, str)
                 entry.demand = self._restricted(entry.job, action.value)
+                entry.shape = -1
+                self.changed = True
             # OverSubscribe: with cons_tres and the partition's OverSubscribe=NO it does not change
             # which GPUs a job may use (docs/simulator.md).
 
@@ -432,36 +448,44 @@ class SlurmRun:
 
     def _backfill(self, now: float) -> None:
         """One sched/backfill pass. A pass that would repeat the last one is skipped: with no submit,
-        start, completion or write since, no running job past its limit and the same priority order, the
-        plan can only have moved later (the window slides towards the same reservations), so it starts
-        nothing. So does a pass when too few GPUs are free for any queued job: it may plan, but whatever
-        it reserves is forgotten when the pass ends."""
+        start, completion or node-list write since, no running job past its limit and the same priority
+        order (priority writes act only through it), the plan can only have moved later (the window
+        slides towards the same reservations), so it starts nothing. So does a pass when too few GPUs are
+        free for any queued job: it may plan, but whatever it reserves is forgotten when the pass ends."""
         if not self._may_start():
             return
         p = self.params
         order = self.ordered(now)[: p.bf_max_job_test]
         signature = [e.job.id for e in order]
-        overdue = any(e.start + e.limit <= now for e in self.running.values())
-        if not self.changed and not overdue and signature == self._last_pass:
+        released, first_end = self._released()
+        if not self.changed and first_end > now and signature == self._last_pass:
             return
         self.changed, self._last_pass = False, signature
-        running = list(self.running.values())
-        released = releases([])
-        if running:  # each job's slice rows were kept when it started (`slice_rows`)
-            ends = np.repeat([e.start + e.limit for e in running], [len(e.alloc) for e in running])
-            released = (ends, np.concatenate([e.rows for e in running]))
         profile = Profile(
             now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays,
             select=p.node_selection, whole_nodes=p.bf_whole_nodes,
         )  # fmt: skip
         horizon = now + p.bf_window_min * 60.0
-        plan = profile.plan([(e.demand, e.limit) for e in order], self._shapes, horizon)
+        plan = profile.plan_numbered([e.ask(self._shapes) for e in order], self._shapes, horizon)
         started: list[_Job] = []
         for entry, alloc in zip(order, plan, strict=True):
             if alloc is not None:
                 self._start(entry, alloc, now)
                 started.append(entry)
         self._drop(started)
+
+    def _released(self) -> tuple[Released, float]:
+        """The running jobs as a profile reads them (`releases`) and the earliest end of their time
+        limits; rebuilt only when a job started or ended (each job's slice rows were kept at its start)."""
+        if self._released_at[0] != self._version:
+            running = list(self.running.values())
+            released, first_end = releases([]), INF
+            if running:
+                limits = [e.start + e.limit for e in running]
+                ends = np.repeat(limits, [len(e.alloc) for e in running])
+                released, first_end = (ends, np.concatenate([e.rows for e in running])), min(limits)
+            self._released_at = (self._version, released, first_end)
+        return self._released_at[1], self._released_at[2]
 
     def _may_start(self) -> bool:
         """Whether any queued job could start now on GPU count alone (a cheap test before ordering)."""
@@ -692,35 +716,64 @@ class Profile:
         return float(self.times[row]), float(end), _allocation(out[:count])
 
     def plan(
-        self, jobs: Sequence[tuple[Demand, float]], shapes: dict[tuple[object, ...], int], horizon: float
+        self, jobs: Sequence[tuple[Demand, float]], shapes: ShapeTable, horizon: float
     ) -> list[Allocation | None]:
         """One backfill pass over (demand, time limit) in priority order: every job planned and reserved
         within the horizon; returns the allocation of each job that starts now (None for the others).
         `shapes` numbers demand shapes (kept by the caller across passes)."""
+        asks = [(demand.gpus, limit, shapes.number(demand)) for demand, limit in jobs]
+        return self.plan_numbered(asks, shapes, horizon)
+
+    def plan_numbered(
+        self, asks: Sequence[tuple[int, float, int]], shapes: ShapeTable, horizon: float
+    ) -> list[Allocation | None]:
+        """`plan` for jobs given as (GPUs, time limit, shape number in `shapes`)."""
         a = self.arrays
-        n = len(jobs)
+        n = len(asks)
         self._room(2 * n)
-        ptr = np.zeros(n + 1, dtype=np.int64)
-        pools: list[int] = []
-        cpg: list[float] = []
-        mpg: list[float] = []
-        gpus = np.empty(n, dtype=np.int64)
-        limits = np.empty(n, dtype=np.float64)
-        shape = np.empty(n, dtype=np.int64)
-        for j, (demand, limit) in enumerate(jobs):
-            pools += demand.pools
-            cpg += demand.cpu_per_gpu
-            mpg += demand.mem_per_gpu
-            ptr[j + 1] = len(pools)
-            gpus[j], limits[j] = demand.gpus, limit
-            shape[j] = shapes.setdefault(demand.shape, len(shapes))
+        columns = np.array(asks, dtype=np.float64).reshape(n, 3)
+        gpus, shape = columns[:, 0].astype(np.int64), columns[:, 2].astype(np.int64)
         slices = np.zeros((n, a.widest, 4), dtype=np.int64)
         started, self.size = backfill_pass(
             self._t, self._cap, self.size, self.now, horizon, self.resolution, a.ptr, a.flat, a.gpus,
-            gpus, limits, shape, ptr, np.array(pools, dtype=np.int64), np.array(cpg), np.array(mpg), slices,
-            self.select, self.whole_nodes,
+            gpus, columns[:, 1].copy(), shape, *shapes.arrays(), slices, self.select, self.whole_nodes,
         )  # fmt: skip
         return [_allocation(slices[j, :count]) if count else None for j, count in enumerate(started.tolist())]
+
+
+class ShapeTable:
+    """Demand shapes numbered as they are first seen, with what the backfill kernel reads of each: shape
+    s's pools and per-GPU CPUs and memory (jobs of one shape share them, `Demand.shape`). Kept for a whole
+    run, so a pass hashes no demand and copies no per-job pool lists."""
+
+    def __init__(self) -> None:
+        self._number: dict[tuple[object, ...], int] = {}
+        self._ptr = [0]
+        self._pools: list[int] = []
+        self._cpg: list[float] = []
+        self._mpg: list[float] = []
+        self._arrays: ShapeArrays | None = None
+
+    def number(self, demand: Demand) -> int:
+        s = self._number.get(demand.shape)
+        if s is None:
+            s = self._number[demand.shape] = len(self._ptr) - 1
+            self._pools += demand.pools
+            self._cpg += demand.cpu_per_gpu
+            self._mpg += demand.mem_per_gpu
+            self._ptr.append(len(self._pools))
+            self._arrays = None
+        return s
+
+    def arrays(self) -> ShapeArrays:
+        if self._arrays is None:
+            self._arrays = (
+                np.array(self._ptr, dtype=np.int64),
+                np.array(self._pools, dtype=np.int64),
+                np.array(self._cpg, dtype=np.float64),
+                np.array(self._mpg, dtype=np.float64),
+            )
+        return self._arrays
 
 
 def _allocation(rows: npt.NDArray[np.int64]) -> Allocation:

@@ -21,7 +21,7 @@ from rltuned.placement.cons_tres import tightest_node
 from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import Demand, build_pools, demand_for
 from rltuned.sim.kernels import CONS_TRES, PACK
-from rltuned.sim.slurm import Profile, SlurmRun, releases
+from rltuned.sim.slurm import Profile, ShapeTable, SlurmRun, releases
 from tests.builders import cluster, job
 
 SHAPES = [("A100", 8, 2), ("V100", 4, 3), ("V100", 2, 3)]
@@ -129,6 +129,6 @@ def test_a_compiled_pass_plans_as_the_plain_rule_job_after_job(
         if found is not None:
             plain.reserve(found[2], found[0], found[1])
         expected.append(found[2] if found is not None and found[0] == plain.now else None)
-    assert profile.plan([(d, limit) for d, limit, _, _ in asks], {}, horizon) == expected
+    assert profile.plan([(d, limit) for d, limit, _, _ in asks], ShapeTable(), horizon) == expected
     assert profile.times.tolist() == plain.times.tolist()
     assert (profile.cap == plain.cap).all()

@@ -8,7 +8,7 @@ job id.
 from __future__ import annotations
 
 from rltuned.core import CoreSettings, Lever
-from rltuned.core.plan import Action
+from rltuned.core.plan import Action, Plan
 from rltuned.sim.simulator import SimResult
 from rltuned.sim.slurm import SlurmParams, SlurmRun
 from rltuned.sim.ticks import TickSettings, run_ticks
@@ -167,3 +167,32 @@ def test_the_daemons_order_is_followed_at_the_next_start() -> None:
     assert starts(alone) == {0: 0, 1: 100, 2: 150}
     managed = run_ticks(EIGHT, jobs, 0, ticks(Lever(kind="priority")))
     assert starts(managed) == {0: 0, 1: 110, 2: 100}
+
+
+def test_a_priority_write_that_reorders_the_queue_is_seen_by_the_next_backfill_pass() -> None:
+    """Nothing but the order changes between two backfill passes, and the second must still plan. K80
+    node busy until 100 (R1), V100 node half busy until 90 (R2). In Slurm's order Y (4 K80, first, blocks
+    the main scheduler), Z (4 V100, reserved on the V100 node from 90), X (2 V100, limit 100): X would
+    overrun Z's reservation, so the pass at 30 does not start it. The daemon's tick at 40 puts X above Z;
+    the pass at 60 starts X (a pass that skipped the repeat because nothing else changed would leave it
+    until R2 ends at 90)."""
+    two = cluster(("K80", 4, 1), ("V100", 4, 1))
+    jobs = [
+        job(0, 0, 4, 100, gpu_type="K80"),
+        job(1, 0, 2, 90, gpu_type="V100"),
+        job(2, 1, 4, 50, gpu_type="K80"),  # Y
+        job(3, 2, 4, 100, gpu_type="V100"),  # Z
+        job(4, 3, 2, 100, gpu_type="V100"),  # X
+    ]
+    run = SlurmRun(two, jobs, interval_s=20.0)
+    loop = run.loop()
+    snapshot = next(loop)
+    while True:
+        plan = None
+        if snapshot.now == 40.0:
+            plan = Plan(tuple(Action(j, "priority", (), p) for j, p in ((2, 30), (4, 20), (3, 10))), 0)
+        try:
+            snapshot = loop.send(plan)
+        except StopIteration:
+            break
+    assert starts(run.result()) == {0: 0, 1: 0, 4: 60, 2: 100, 3: 160}
