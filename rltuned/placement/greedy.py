@@ -14,10 +14,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from rltuned.domain import Allocation, Slice
+from rltuned.placement.compiled import many_nodes
 from rltuned.placement.cons_tres import tightest_node
 from rltuned.placement.pools import Demand, Pool
 
 STRATEGIES = ("pack", "spread", "cons_tres")
+COMPILED_FROM = 16
+"""Pools of at least this many nodes place multi-node pack jobs compiled (below it, converting the
+free lists to arrays costs more than the Python scan)."""
 Caps = Mapping[int, tuple[int, int, int]]
 
 
@@ -158,6 +162,8 @@ def _single_node(
 def _multi_node(
     demand: Demand, k: int, pool: Pool, free: FreeCapacity, strategy: str, caps: Caps | None
 ) -> Allocation | None:
+    if strategy == "pack" and caps is None and len(pool.nodes) >= COMPILED_FROM:
+        return _multi_node_compiled(demand, k, pool, free)
     usable = _usable_nodes(demand, k, pool, free, caps)
     if sum(u for u, _ in usable) < demand.gpus:
         return None
@@ -168,6 +174,27 @@ def _multi_node(
     return tuple(
         Slice(n, gpus, demand.slice_cpus(k, gpus), demand.slice_mem(k, gpus)) for n, gpus in sorted(shares)
     )
+
+
+def _multi_node_compiled(demand: Demand, k: int, pool: Pool, free: FreeCapacity) -> Allocation | None:
+    """`_multi_node`'s pack on arrays (`compiled.many_nodes`, the same rule): a job spanning tens of
+    single-slot nodes (an SWF log's) costs a Python scan of every node of its pool otherwise."""
+    nodes = pool.array
+    out = np.empty((len(nodes), 4), dtype=np.int64)
+    count = many_nodes(
+        np.array(free.gpus, dtype=np.int64),
+        np.array(free.cpus, dtype=np.int64),
+        np.array(free.mem, dtype=np.int64),
+        demand.gpus,
+        nodes,
+        demand.cpu_per_gpu[k],
+        demand.mem_per_gpu[k],
+        out,
+    )
+    if count == 0:
+        return None
+    rows = out[:count]
+    return tuple(Slice(n, g, c, m) for n, g, c, m in sorted(rows.tolist()))
 
 
 def _pack_shares(usable: list[tuple[int, int]], gpus: int) -> list[tuple[int, int]]:

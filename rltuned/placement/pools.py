@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
 
 from rltuned.domain import ClusterSpec, Job
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Pool:
     nodes: tuple[int, ...]
     partition: str
@@ -24,6 +28,11 @@ class Pool:
     gpus: int
     cpus: int
     mem_mb: int
+
+    @cached_property
+    def array(self) -> npt.NDArray[np.int64]:
+        """`nodes` as compiled placement reads them."""
+        return np.array(self.nodes, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,8 @@
 sched/backfill plans a start for every tested job, and a queue of a few hundred jobs on a profile of a
 few hundred rows is tested every `bf_interval`: the earliest-start search below ran as numpy slices
 and a Python placement per candidate row, about 80 us a job; compiled, it is a few. A whole pass
-(`backfill_pass`) is one call, so no Python runs per tested job. `place_pack` and its two helpers are
-`placement/greedy.py`'s pack rule on arrays; tests/sim/test_backfill_profile.py holds them to it.
+(`backfill_pass`) is one call, so no Python runs per tested job. The pack rule on
+arrays (`place_pack`) lives in `placement/compiled.py`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from rltuned.placement.compiled import place_pack, slice_size, usable_gpus
 from rltuned.placement.cons_tres import tightest_node
 
 PACK, CONS_TRES = 0, 1
@@ -85,7 +86,7 @@ def earliest_on_nodes(
     for k in range(first, last):
         total = 0
         for n in nodes:
-            total += _usable(cap[k, 0, n], cap[k, 1, n], cap[k, 2, n], cpu_per_gpu, mem_per_gpu)
+            total += usable_gpus(cap[k, 0, n], cap[k, 1, n], cap[k, 2, n], cpu_per_gpu, mem_per_gpu)
         if total < gpus:
             continue
         stop = min(max(np.searchsorted(times, times[k] + limit), k + 1), rows)
@@ -96,22 +97,10 @@ def earliest_on_nodes(
                 g, c, m = min(g, cap[r, 0, n]), min(c, cap[r, 1, n]), min(m, cap[r, 2, n])
                 if g <= 0:
                     break
-            total += _usable(g, c, m, cpu_per_gpu, mem_per_gpu)
+            total += usable_gpus(g, c, m, cpu_per_gpu, mem_per_gpu)
         if total >= gpus:
             return k
     return -1
-
-
-@njit(cache=True)
-def _usable(g: int, c: int, m: int, cpu_per_gpu: float, mem_per_gpu: float) -> int:
-    """`greedy._usable_nodes`'s count for one node: its GPUs, fewer if its CPUs or memory run out first."""
-    if g <= 0:
-        return 0
-    if cpu_per_gpu > 0:
-        g = min(g, int((c + 1e-9) / cpu_per_gpu))
-    if mem_per_gpu > 0:
-        g = min(g, int((m + 1e-9) / mem_per_gpu))
-    return max(g, 0)
 
 
 @njit(cache=True)
@@ -139,119 +128,6 @@ def _split(
     times[k + 1] = t
     cap[k + 1] = cap[k]
     return k + 1, size + 1
-
-
-@njit(cache=True)
-def _slice_size(gpus: int, per_gpu: float) -> int:
-    """`Demand.slice_cpus` / `slice_mem`: a slice's CPUs or memory, its GPU share rounded up."""
-    return int(np.ceil(gpus * per_gpu - 1e-9))
-
-
-@njit(cache=True)
-def place_pack(
-    fg: npt.NDArray[np.int64],
-    fc: npt.NDArray[np.int64],
-    fm: npt.NDArray[np.int64],
-    gpus: int,
-    dem_pool: npt.NDArray[np.int64],
-    dem_cpg: npt.NDArray[np.float64],
-    dem_mpg: npt.NDArray[np.float64],
-    pool_ptr: npt.NDArray[np.int64],
-    pool_flat: npt.NDArray[np.int64],
-    pool_gpus: npt.NDArray[np.int64],
-    out: npt.NDArray[np.int64],
-) -> int:
-    """`greedy.place(demand, pools, free, "pack")` on free capacity (fg, fc, fm): over the demand's pools,
-    the fewest nodes, then the fewest GPUs left over on them, then the pool listed first. Writes the
-    slices (node, GPUs, CPUs, memory), by node, into `out`'s rows and returns their count (0: no fit)."""
-    best_len, best_left, count = -1, 0, 0
-    scratch = np.empty((out.shape[0], 4), dtype=np.int64)
-    for k in range(dem_pool.shape[0]):
-        p = dem_pool[k]
-        nodes = pool_flat[pool_ptr[p] : pool_ptr[p + 1]]
-        if gpus <= pool_gpus[p]:
-            found = _one_node(fg, fc, fm, gpus, nodes, dem_cpg[k], dem_mpg[k], scratch)
-        else:
-            found = _many_nodes(fg, fc, fm, gpus, nodes, dem_cpg[k], dem_mpg[k], scratch)
-        if found == 0:
-            continue
-        left = 0
-        for s in range(found):
-            left += fg[scratch[s, 0]] - scratch[s, 1]
-        if best_len < 0 or found < best_len or (found == best_len and left < best_left):
-            best_len, best_left, count = found, left, found
-            by_node = np.argsort(scratch[:found, 0])
-            for s in range(found):
-                out[s] = scratch[by_node[s]]
-    return count
-
-
-@njit(cache=True)
-def _one_node(
-    fg: npt.NDArray[np.int64],
-    fc: npt.NDArray[np.int64],
-    fm: npt.NDArray[np.int64],
-    gpus: int,
-    nodes: npt.NDArray[np.int64],
-    cpg: float,
-    mpg: float,
-    out: npt.NDArray[np.int64],
-) -> int:
-    """`greedy._single_node`, pack: the node with the fewest free GPUs that holds the job, ties to the
-    lower node. Writes one slice; returns 1, or 0 if no node holds it."""
-    need_c, need_m = _slice_size(gpus, cpg), _slice_size(gpus, mpg)
-    best_node, best_free = -1, -1
-    for n in nodes:
-        f = fg[n]
-        if f < gpus or fc[n] < need_c or fm[n] < need_m:
-            continue
-        if best_node < 0 or f < best_free:
-            best_node, best_free = n, f
-            if f == gpus:
-                break
-    if best_node < 0:
-        return 0
-    out[0, 0], out[0, 1], out[0, 2], out[0, 3] = best_node, gpus, need_c, need_m
-    return 1
-
-
-@njit(cache=True)
-def _many_nodes(
-    fg: npt.NDArray[np.int64],
-    fc: npt.NDArray[np.int64],
-    fm: npt.NDArray[np.int64],
-    gpus: int,
-    nodes: npt.NDArray[np.int64],
-    cpg: float,
-    mpg: float,
-    out: npt.NDArray[np.int64],
-) -> int:
-    """`greedy._multi_node` with `_pack_shares`: the nodes with the most usable GPUs first (ties to the
-    lower node) until the rest fits on one node, then the tightest such node (ties to the lower). Writes
-    the slices in the order taken; returns their count, or 0 if the pool cannot hold the job."""
-    usable = np.empty(nodes.shape[0], dtype=np.int64)
-    for i in range(nodes.shape[0]):
-        usable[i] = _usable(fg[nodes[i]], fc[nodes[i]], fm[nodes[i]], cpg, mpg)
-    if usable.sum() < gpus:
-        return 0
-    order = np.argsort(-usable, kind="mergesort")  # nodes are ascending; the sort is stable
-    remaining, count = gpus, 0
-    for a in range(order.shape[0]):
-        u = usable[order[a]]
-        if u >= remaining:
-            fit = order[a]
-            for b in range(a + 1, order.shape[0]):
-                v = usable[order[b]]
-                if v >= remaining and (v < usable[fit] or (v == usable[fit] and order[b] < fit)):
-                    fit = order[b]
-            u, order[a] = remaining, fit
-        out[count, 0], out[count, 1] = nodes[order[a]], u
-        out[count, 2], out[count, 3] = _slice_size(u, cpg), _slice_size(u, mpg)
-        count += 1
-        remaining -= u
-        if remaining == 0:
-            break
-    return count
 
 
 @njit(cache=True)
@@ -328,7 +204,7 @@ def earliest_start(
         p = dem_pool[k]
         nodes = pool_flat[pool_ptr[p] : pool_ptr[p + 1]]
         if gpus <= pool_gpus[p]:
-            c, m = _slice_size(gpus, dem_cpg[k]), _slice_size(gpus, dem_mpg[k])
+            c, m = slice_size(gpus, dem_cpg[k]), slice_size(gpus, dem_mpg[k])
             row, i, left = earliest_on_one_node(times, cap, first, last, limit, nodes, gpus, c, m)
             if row >= 0 and (s_row < 0 or row < s_row or (row == s_row and left < s_left)):
                 s_row, s_left, s_k, s_node = row, left, k, nodes[i]
@@ -364,7 +240,7 @@ def earliest_start(
             pool_gpus,
         )
     out[0, 0], out[0, 1] = s_node, gpus
-    out[0, 2], out[0, 3] = _slice_size(gpus, dem_cpg[s_k]), _slice_size(gpus, dem_mpg[s_k])
+    out[0, 2], out[0, 3] = slice_size(gpus, dem_cpg[s_k]), slice_size(gpus, dem_mpg[s_k])
     return s_row, times[s_row] + limit, 1
 
 
@@ -392,7 +268,7 @@ def _cons_tres_node(
         p = dem_pool[e]
         if gpus > pool_gpus[p]:
             continue
-        c, m = _slice_size(gpus, dem_cpg[e]), _slice_size(gpus, dem_mpg[e])
+        c, m = slice_size(gpus, dem_cpg[e]), slice_size(gpus, dem_mpg[e])
         for n in pool_flat[pool_ptr[p] : pool_ptr[p + 1]]:
             holds = True
             for r in range(k, stop):
