@@ -11,8 +11,7 @@ GPU share of the node it lands on, so they never bind on their own.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +19,7 @@ import numpy.typing as npt
 from rltuned.domain import ClusterSpec, Job
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pool:
     nodes: tuple[int, ...]
     partition: str
@@ -28,11 +27,10 @@ class Pool:
     gpus: int
     cpus: int
     mem_mb: int
-
-    @cached_property
-    def array(self) -> npt.NDArray[np.int64]:
-        """`nodes` as compiled placement reads them."""
-        return np.array(self.nodes, dtype=np.int64)
+    array: npt.NDArray[np.int64] = field(
+        default_factory=lambda: np.zeros(0, np.int64), compare=False, repr=False
+    )
+    """`nodes` as compiled placement reads them (`build_pools` sets it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +56,7 @@ def build_pools(cluster: ClusterSpec) -> tuple[Pool, ...]:
     groups: dict[tuple[str, str, int, int, int], list[int]] = {}
     for index, n in enumerate(cluster.nodes):
         groups.setdefault((n.partition, n.gpu_type, n.gpus, n.cpus, n.mem_mb), []).append(index)
-    return tuple(Pool(tuple(nodes), *shape) for shape, nodes in groups.items())
+    return tuple(Pool(tuple(nodes), *shape, np.array(nodes, np.int64)) for shape, nodes in groups.items())
 
 
 def node_pool_index(cluster: ClusterSpec, pools: tuple[Pool, ...]) -> tuple[int, ...]:
