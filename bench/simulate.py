@@ -7,12 +7,14 @@ Measures, on this machine, with FCFS + EASY backfilling and pack placement:
 2. 10 random 1,024-job Philly windows (target: each under 0.1 s);
 3. 10 random 1,024-job windows of the NASA iPSC SWF log on `swf-128` (the processor-only setting in which
    RLScheduler's simulator schedules ~26,000 jobs/s), for scale.
-Trace loading and estimate sampling are excluded; only `Simulator.run` is timed (wall clock, perf_counter).
+Trace loading and estimate sampling are excluded; only `Simulator.run` is timed (wall clock, perf_counter),
+each run after `settle()` (collect, then freeze what is alive).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import statistics
@@ -29,8 +31,17 @@ from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
 
+def settle() -> None:
+    """Collect, then freeze every object alive (the trace, earlier results) out of the collector's reach, so
+    that a timed run pays only for its own garbage: otherwise whether a full collection over the whole
+    trace falls inside a run of a few tenths of a second moves its figure by up to 30%."""
+    gc.collect()
+    gc.freeze()
+
+
 def timed_run(cluster: ClusterSpec, jobs: list[Job]) -> tuple[float, float]:
     simulator = Simulator(cluster, make_policy("fcfs"), SimConfig(placement="pack", backfill=True))
+    settle()
     t0 = time.perf_counter()
     result = simulator.run(jobs)
     wall = time.perf_counter() - t0

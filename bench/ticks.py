@@ -10,10 +10,12 @@ Slurm 22.05's scheduler defaults, interval 60 s, torch on one thread:
   MILP places the top jobs every tick), without a model and with the trace's shipped FCFS actor;
 - `train_base`, `train_model`: the configuration training runs by default (placement levers off);
 - `paper_easy`: the paper-replication loop's EASY run of the same windows (`Simulator.run`), the
-  reference measured in the same process.
+  reference measured in the same process; `paper_milp`: the same with `--placement milp` (the solver
+  places the top jobs at every scheduling pass).
 One untimed paper-loop run of the first window comes first (numba's cache loads on first call).
 Jobs/s counts warm-up and measured jobs; ticks are the daemon's ticks, decisions those that were not
-quiet (with `--refresh-s`, core/quiet.py; otherwise every tick decides). Trace loading is excluded;
+quiet (with `--refresh-s`, core/quiet.py; otherwise every tick decides). Each window starts after
+`settle()` (collect, then freeze what is alive). Trace loading is excluded;
 wall clock (perf_counter). Works against older commits too (PYTHONPATH=<worktree>): it uses only the
 tick loop's public API.
 """
@@ -21,6 +23,7 @@ tick loop's public API.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import resource
@@ -43,7 +46,15 @@ from rltuned.traces.bundled import resolve_trace
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 MODEL = {"philly": MODELS / "philly-fcfs-bsld-ticks", "itp": MODELS / "itp-fcfs-bsld-ticks"}
-LOOPS = ("paper_easy", "base", "model", "train_base", "train_model")
+LOOPS = ("paper_easy", "paper_milp", "base", "model", "train_base", "train_model")
+
+
+def settle() -> None:
+    """Collect, then freeze every object alive (the trace, earlier results) out of the collector's reach, so
+    that a timed run pays only for its own garbage: otherwise whether a full collection over the whole
+    trace falls inside a run of a few tenths of a second moves its figure by up to 30%."""
+    gc.collect()
+    gc.freeze()
 
 
 def main() -> None:
@@ -61,10 +72,13 @@ def main() -> None:
     model = load_model(MODEL[args.trace])
     training = CoreSettings(lever=Lever(oversubscribe=False, steer_untyped=False))
     paper = Simulator(cluster, make_policy("fcfs"), SimConfig())
+    paper_milp = Simulator(cluster, make_policy("fcfs"), SimConfig(placement="milp"))
     windows = list(choose_windows(len(jobs) - 512, 1024, None, args.windows, seed=0))
     # Untimed: the compiled kernels load from numba's cache on their first call (a one-time cost of
     # about 0.15 s that would otherwise fall on whichever loop runs first).
     paper.run(*windows[0].with_warmup(jobs, 512))
+    if "paper_milp" in args.loops:
+        paper_milp.run(*windows[0].with_warmup(jobs, 512))
     out: dict[str, dict[str, float]] = {}
     for name in args.loops.split(","):
         if name not in LOOPS:
@@ -76,9 +90,10 @@ def main() -> None:
         wall, measured, ticks, decisions = 0.0, 0, 0, 0
         for w in windows:
             chunk, warm = w.with_warmup(jobs, 512)
+            settle()
             t0 = time.perf_counter()
-            if name == "paper_easy":
-                result = paper.run(chunk, warm)
+            if name.startswith("paper_"):
+                result = (paper if name == "paper_easy" else paper_milp).run(chunk, warm)
             else:
                 episode = TickEpisode(cluster, chunk, warm, settings)
                 while episode.result is None:

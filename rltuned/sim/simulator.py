@@ -435,10 +435,11 @@ class _Run:
         # Free capacity only shrinks during a pass, so once a job fails, any job of the same shape asking for
         # at least as many GPUs fails too: remember the smallest failure per (shape, short).
         failed: dict[tuple[object, bool], int] = {}
+        most_free = max(pool_free)  # no pool has more free GPUs: a larger job is passed over at once
         for entry in candidates:
             demand = entry.demand
-            if not self._may_fit(demand):
-                if not any(pool_free):
+            if demand.gpus > most_free or not self._may_fit(demand):
+                if most_free == 0:
                     break
                 continue
             short = now + entry.est <= shadow
@@ -451,6 +452,7 @@ class _Run:
                 continue
             self._start(entry, alloc, now)
             started.add(entry.idx)
+            most_free = max(pool_free)
             if not short:
                 for s in alloc:
                     if s.node in caps:
