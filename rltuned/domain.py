@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import NamedTuple
 
 _EMPTY: Mapping[str, float] = MappingProxyType({})
 
@@ -63,9 +64,10 @@ class Job:
         raise ValueError(f"job {self.id} has neither a time limit nor a runtime")
 
 
-@dataclass(frozen=True, slots=True)
-class Slice:
-    """The part of a job's allocation on one node."""
+class Slice(NamedTuple):
+    """The part of a job's allocation on one node. A named tuple rather than a frozen dataclass: one is
+    built per node per job placed (an SWF job spans tens of nodes), and a tuple builds three times as
+    fast; it is as immutable."""
 
     node: int
     gpus: int

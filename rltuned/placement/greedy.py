@@ -10,6 +10,7 @@ nodes). Ties go to the lower node index, so placements are deterministic.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import starmap
 
 import numpy as np
 
@@ -194,7 +195,7 @@ def _multi_node_compiled(demand: Demand, k: int, pool: Pool, free: FreeCapacity)
     if count == 0:
         return None
     rows = out[:count]
-    return tuple(Slice(n, g, c, m) for n, g, c, m in sorted(rows.tolist()))
+    return tuple(starmap(Slice, sorted(rows.tolist())))
 
 
 def _pack_shares(usable: list[tuple[int, int]], gpus: int) -> list[tuple[int, int]]:

@@ -11,6 +11,7 @@ GPU share of the node it lands on, so they never bind on their own.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,6 +99,19 @@ def demand_for(job: Job, pools: tuple[Pool, ...]) -> Demand | None:
     multi = tuple(job.gpus > pools[p].gpus for p in chosen)
     shape = (tuple(chosen), tuple(cpg), tuple(mpg), multi)
     return Demand(job.gpus, tuple(chosen), tuple(cpg), tuple(mpg), shape)
+
+
+def demands_for(jobs: Sequence[Job], pools: tuple[Pool, ...]) -> list[Demand | None]:
+    """`demand_for` of every job; jobs that ask for the same resources share one answer (a trace repeats
+    a few request shapes, and a run builds every job's demand before it starts)."""
+    memo: dict[tuple[object, ...], Demand | None] = {}
+    out: list[Demand | None] = []
+    for job in jobs:
+        key = (job.gpus, job.gpu_type, job.partition, job.cpus, job.mem_mb, job.nodes)
+        if key not in memo:
+            memo[key] = demand_for(job, pools)
+        out.append(memo[key])
+    return out
 
 
 def _slurm_shape(

@@ -30,7 +30,7 @@ from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, Priori
 from rltuned.errors import SolverError
 from rltuned.placement.greedy import Caps, FreeCapacity, place
 from rltuned.placement.milp import MilpConfig, milp_place
-from rltuned.placement.pools import Demand, build_pools, demand_for, node_pool_index
+from rltuned.placement.pools import Demand, build_pools, demands_for, node_pool_index
 from rltuned.policies.base import Policy
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
@@ -229,8 +229,7 @@ class _Run:
         self.by_idx: dict[int, _Job] = {}
         self.done: list[_Job] = []
         self.dropped: list[Job] = []
-        for idx, job in enumerate(jobs):
-            demand = demand_for(job, sim.pools)
+        for idx, (job, demand) in enumerate(zip(jobs, demands_for(jobs, sim.pools), strict=True)):
             if demand is None:
                 if idx >= warmup:
                     self.dropped.append(job)

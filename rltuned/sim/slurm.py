@@ -45,7 +45,7 @@ from rltuned.domain import (
     Slice,
 )
 from rltuned.placement.greedy import FreeCapacity, place
-from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
+from rltuned.placement.pools import Demand, Pool, build_pools, demand_for, demands_for
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
@@ -262,8 +262,7 @@ class SlurmRun:
         self._history_at = -INF
         self._writes = sorted(writes, key=lambda w: w[0])
         self._next_write = 0
-        for idx, job in enumerate(jobs):
-            demand = demand_for(job, self.pools)
+        for idx, (job, demand) in enumerate(zip(jobs, demands_for(jobs, self.pools), strict=True)):
             if demand is None:
                 if idx >= warmup:
                     self.dropped.append(job)

@@ -31,6 +31,11 @@ class FakeAdapter:
     )
     fail_history: str | None = None
     history_asked: list[float] = field(default_factory=list)
+    own_priority: dict[int, int] = field(default_factory=dict)
+    """Each job's priority as recorded (multifactor's), which a release gives back."""
+
+    def __post_init__(self) -> None:
+        self.own_priority = {job["job_id"]: job["priority"] for job in self.squeue["jobs"]}
 
     def read(self) -> SlurmRead:
         if self.fail_read:
@@ -58,6 +63,9 @@ class FakeAdapter:
 
     def release(self, job_id: int) -> UpdateResult:
         self.writes.append((job_id, {"release": ""}))
+        for job in self.squeue["jobs"]:  # multifactor recomputes the job's own priority
+            if job["job_id"] == job_id:
+                job["priority"] = self.own_priority.get(job_id, job["priority"])
         return UpdateResult(Outcome.OK)
 
     def ping(self) -> bool:

@@ -178,6 +178,37 @@ def test_reset_restores_multifactor_with_hold_and_release(tmp_path: Path) -> Non
     assert len(Ledger.in_dir(tmp_path)) == 0
 
 
+class _LateWrite(FakeAdapter):
+    """A priority write that slurmctld applies after reset's release of job 6 (its daemon died with the
+    RPC queued): the release gives back multifactor's value, then the late write lands."""
+
+    late: dict[int, int] = {}  # noqa: RUF012 - set once per test
+
+    def release(self, job_id: int) -> UpdateResult:
+        result = super().release(job_id)
+        if job_id in self.late:
+            for job in self.squeue["jobs"]:
+                if job["job_id"] == job_id:
+                    job["priority"] = self.late.pop(job_id)
+        return result
+
+
+def test_reset_undoes_a_write_that_lands_after_its_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("rltuned.daemon.engine.RESET_SETTLE_S", 0.0)
+    adapter = _LateWrite()
+    eng = engine(adapter, tmp_path, apply={"mode": "enforce"}, placement={"oversubscribe": False})
+    eng.tick()
+    written = eng.ledger.get(6).priority
+    assert written is not None
+    adapter.late = {6: written}
+    counts = Engine(settings(), adapter, None, Ledger.in_dir(tmp_path)).reset()
+    assert counts["priority:straggler"] == 1
+    assert priorities(adapter) == {j: adapter.own_priority[j] for j in priorities(adapter)}
+    assert len(Ledger.in_dir(tmp_path)) == 0
+
+
 @pytest.mark.parametrize("lever", ["site_factor"])
 def test_site_factor_lever_writes_bounded_non_negative_factors(tmp_path: Path, lever: str) -> None:
     adapter = FakeAdapter()
