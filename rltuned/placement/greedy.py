@@ -10,7 +10,7 @@ nodes). Ties go to the lower node index, so placements are deterministic.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import starmap
+from functools import partial
 
 import numpy as np
 
@@ -40,16 +40,18 @@ class FreeCapacity:
         return FreeCapacity(self.gpus[:], self.cpus[:], self.mem[:])
 
     def take(self, allocation: Allocation) -> None:
-        for s in allocation:
-            self.gpus[s.node] -= s.gpus
-            self.cpus[s.node] -= s.cpus
-            self.mem[s.node] -= s.mem_mb
+        g, c, m = self.gpus, self.cpus, self.mem
+        for node, gpus, cpus, mem in allocation:
+            g[node] -= gpus
+            c[node] -= cpus
+            m[node] -= mem
 
     def give(self, allocation: Allocation) -> None:
-        for s in allocation:
-            self.gpus[s.node] += s.gpus
-            self.cpus[s.node] += s.cpus
-            self.mem[s.node] += s.mem_mb
+        g, c, m = self.gpus, self.cpus, self.mem
+        for node, gpus, cpus, mem in allocation:
+            g[node] += gpus
+            c[node] += cpus
+            m[node] += mem
 
 
 def place(
@@ -71,6 +73,8 @@ def place(
             found = _multi_node(demand, k, pool, free, strategy, caps)
         if found is None:
             continue
+        if len(demand.pools) == 1:
+            return found  # nothing to rank it against
         rank = _rank(found, free, strategy)
         if best_rank is None or rank < best_rank:
             best, best_rank = found, rank
@@ -195,7 +199,12 @@ def _multi_node_compiled(demand: Demand, k: int, pool: Pool, free: FreeCapacity)
     if count == 0:
         return None
     rows = out[:count]
-    return tuple(starmap(Slice, sorted(rows.tolist())))
+    return tuple(map(_as_slice, sorted(rows.tolist())))
+
+
+_as_slice = partial(tuple.__new__, Slice)
+"""A (node, GPUs, CPUs, memory) row as a Slice without NamedTuple's Python-level __new__ (a multi-node
+job on single-slot nodes has a slice per node)."""
 
 
 def _pack_shares(usable: list[tuple[int, int]], gpus: int) -> list[tuple[int, int]]:

@@ -499,9 +499,9 @@ class _Run:
         entry.start = now
         entry.alloc = alloc
         self.free.take(alloc)
-        node_pool = self.sim._node_pool
-        for s in alloc:
-            self.pool_free[node_pool[s.node]] -= s.gpus
+        node_pool, pool_free = self.sim._node_pool, self.pool_free
+        for node, gpus, _, _ in alloc:
+            pool_free[node_pool[node]] -= gpus
         bisect.insort(self.running, (now + entry.est, entry.idx))
         self.engine.schedule(now + entry.runtime, FINISH, entry)
 
@@ -509,9 +509,9 @@ class _Run:
         now = self.engine.now
         entry.end = now
         self.free.give(entry.alloc)
-        node_pool = self.sim._node_pool
-        for s in entry.alloc:
-            self.pool_free[node_pool[s.node]] += s.gpus
+        node_pool, pool_free = self.sim._node_pool, self.pool_free
+        for node, gpus, _, _ in entry.alloc:
+            pool_free[node_pool[node]] += gpus
         at = bisect.bisect_left(self.running, (entry.start + entry.est, entry.idx))
         del self.running[at]
         self.history.record(entry.job, entry.start, now)
