@@ -349,7 +349,7 @@ class Engine:
                 failed.append(job_id)
         if self.ledger.unaccounted and not failed:
             self.ledger.mark_accounted()
-        self._undo_stragglers({j: p for j, p in written.items() if j not in failed}, counts)
+        failed += self._undo_stragglers({j: p for j, p in written.items() if j not in failed}, counts)
         self._save_ledger()
         if failed:
             self.log.error("reset_incomplete", jobs=sorted(set(failed)), **counts)
@@ -357,18 +357,20 @@ class Engine:
             self.log.info("reset", **counts)
         return dict(counts)
 
-    def _undo_stragglers(self, written: Mapping[int, int], counts: Counter[str]) -> None:
+    def _undo_stragglers(self, written: Mapping[int, int], counts: Counter[str]) -> list[int]:
         """Look again once the undo has settled: a priority write a daemon sent just before it died can
         still be queued in slurmctld (its scontrol had sent the RPC; the job write lock was busy) and land
-        after reset's release. A job that shows the very value rltuned wrote is undone once more."""
+        after reset's release. A job that shows the very value rltuned wrote is undone once more;
+        returns those whose second undo failed (kept in the ledger for the next reset)."""
         if not written:
-            return
+            return []
         time.sleep(RESET_SETTLE_S)
         try:
             queue = _queue_jobs(self.adapter.read().squeue)
         except SlurmError as exc:
             self.log.error("reset_check_failed", error=str(exc))
-            return
+            return []
+        failed: list[int] = []
         for job_id, value in sorted(written.items()):
             queued = queue.get(job_id)
             if queued is None or not queued.pending or queued.priority != value:
@@ -378,6 +380,9 @@ class Engine:
             self.ledger.record(job_id, priority=value)
             if self._restore_priority(job_id, Change(priority=value), queued, counts):
                 self.ledger.forget_lever(job_id, "priority")
+            else:
+                failed.append(job_id)
+        return failed
 
     def _undo_job(self, job_id: int, change: Change, queued: QueuedJob, counts: Counter[str]) -> bool:
         """Undo each lever the ledger has on the job (`core/levers.py`); True when all worked."""
@@ -520,9 +525,9 @@ def _reason(text: str) -> str:
 
 
 RELEASE_RETRIES = (0.2, 0.5, 1.0)
+"""Pauses between attempts to release a job reset held: a held job must not be left behind."""
 RESET_SETTLE_S = 1.0
 """How long reset waits before it looks for a write that landed after its undo (`_undo_stragglers`)."""
-"""Pauses between attempts to release a job reset held: a held job must not be left behind."""
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,9 @@ class FakeAdapter:
 
     def hold(self, job_id: int) -> UpdateResult:
         self.writes.append((job_id, {"hold": ""}))
+        for job in self.squeue["jobs"]:  # a held job shows priority 0
+            if job["job_id"] == job_id:
+                job["priority"] = 0
         return UpdateResult(Outcome.OK)
 
     def release(self, job_id: int) -> UpdateResult:

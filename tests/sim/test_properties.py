@@ -127,8 +127,8 @@ def test_skipping_a_repeated_backfill_pass_changes_no_start(
     workload: tuple[ClusterSpec, list[Job]], rng: random.Random
 ) -> None:
     """A pass is skipped when nothing it reads changed (`SlurmRun._backfill`); priority writes count only
-    through the order they make. With random priority writes at every tick, the schedule is the one of a
-    model that plans every pass."""
+    through the order they make. With the queue put in a random order by priority writes at every tick,
+    the schedule is the one of a model that plans every pass."""
     spec, jobs = workload
 
     def drive(run: SlurmRun) -> SimResult:
@@ -136,11 +136,8 @@ def test_skipping_a_repeated_backfill_pass_changes_no_start(
         try:
             snapshot = next(loop)
             while True:
-                writes = [
-                    Action(j.id, "priority", (), rng.randrange(1, 50))
-                    for j in snapshot.pending
-                    if rng.random() < 0.5
-                ]
+                order = rng.sample(snapshot.pending, len(snapshot.pending))  # a new order every tick
+                writes = [Action(j.id, "priority", (), 100 - k) for k, j in enumerate(order)]
                 snapshot = loop.send(Plan(tuple(writes), 0))
         except StopIteration:
             pass

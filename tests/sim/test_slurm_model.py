@@ -196,3 +196,34 @@ def test_a_priority_write_that_reorders_the_queue_is_seen_by_the_next_backfill_p
         except StopIteration:
             break
     assert starts(run.result()) == {0: 0, 1: 0, 4: 60, 2: 100, 3: 160}
+
+
+def test_a_node_list_write_changes_where_the_next_backfill_pass_may_start_a_job() -> None:
+    """Two 4-GPU K80 nodes hold 2 and 3 GPUs of jobs ending at 60; the V100 node is busy until 200. Y
+    (4 V100 GPUs) blocks the main scheduler; X (3 GPUs, any type, limit 30) is tested by the backfill
+    pass at 30 (3 GPUs free, but not on one node). The daemon's tick at 40 excludes the K80 nodes for
+    X, so when they free up at 60 the pass may not start X there: it waits behind Y's reservation of
+    the V100 node and starts when Y ends, at 300 (a pass that kept X's demand from before the write
+    would start it on a K80 node at 60)."""
+    two = cluster(("K80", 4, 2), ("V100", 4, 1))
+    jobs = [
+        job(0, 0, 2, 60, gpu_type="K80"),
+        job(1, 0, 3, 60, gpu_type="K80"),
+        job(2, 0, 4, 200, gpu_type="V100"),
+        job(3, 1, 4, 100, gpu_type="V100"),  # Y
+        job(4, 2, 3, 30),  # X
+    ]
+    run = SlurmRun(two, jobs, interval_s=40.0)
+    loop = run.loop()
+    snapshot = next(loop)
+    while True:
+        plan = None
+        if snapshot.now == 40.0:
+            plan = Plan((Action(4, "excluded_nodes", (), "k80-0,k80-1"),), 0)
+        try:
+            snapshot = loop.send(plan)
+        except StopIteration:
+            break
+    result = run.result()
+    assert starts(result) == {0: 0, 1: 0, 2: 0, 3: 200, 4: 300}
+    assert [s.node for r in result.records if r.job.id == 4 for s in r.allocation] == [2]
