@@ -21,6 +21,18 @@ def starts(result: SimResult) -> dict[int, float]:
     return {r.job.id: r.start for r in result.records}
 
 
+def with_writes(run: SlurmRun, at: float, writes: tuple[Action, ...]) -> SimResult:
+    """The run with the daemon writing `writes` at its tick at `at` and nothing at the others."""
+    loop = run.loop()
+    try:
+        snapshot = next(loop)
+        while True:
+            snapshot = loop.send(Plan(writes, 0) if snapshot.now == at else None)
+    except StopIteration:
+        pass
+    return run.result()
+
+
 # A (2 GPUs) runs 0-100; B (4) must wait for the whole node; C (1 GPU, limit 240) and D (1 GPU, limit 60)
 # queue behind B with equal priority (C first, by id).
 BLOCKED = [job(0, 0, 2, 100, 120), job(1, 1, 4, 10, 60), job(2, 2, 1, 200, 240), job(3, 3, 1, 50, 60)]
@@ -184,18 +196,9 @@ def test_a_priority_write_that_reorders_the_queue_is_seen_by_the_next_backfill_p
         job(3, 2, 4, 100, gpu_type="V100"),  # Z
         job(4, 3, 2, 100, gpu_type="V100"),  # X
     ]
-    run = SlurmRun(two, jobs, interval_s=20.0)
-    loop = run.loop()
-    snapshot = next(loop)
-    while True:
-        plan = None
-        if snapshot.now == 40.0:
-            plan = Plan(tuple(Action(j, "priority", (), p) for j, p in ((2, 30), (4, 20), (3, 10))), 0)
-        try:
-            snapshot = loop.send(plan)
-        except StopIteration:
-            break
-    assert starts(run.result()) == {0: 0, 1: 0, 4: 60, 2: 100, 3: 160}
+    writes = tuple(Action(j, "priority", (), p) for j, p in ((2, 30), (4, 20), (3, 10)))
+    result = with_writes(SlurmRun(two, jobs, interval_s=20.0), 40.0, writes)
+    assert starts(result) == {0: 0, 1: 0, 4: 60, 2: 100, 3: 160}
 
 
 def test_a_node_list_write_changes_where_the_next_backfill_pass_may_start_a_job() -> None:
@@ -213,17 +216,7 @@ def test_a_node_list_write_changes_where_the_next_backfill_pass_may_start_a_job(
         job(3, 1, 4, 100, gpu_type="V100"),  # Y
         job(4, 2, 3, 30),  # X
     ]
-    run = SlurmRun(two, jobs, interval_s=40.0)
-    loop = run.loop()
-    snapshot = next(loop)
-    while True:
-        plan = None
-        if snapshot.now == 40.0:
-            plan = Plan((Action(4, "excluded_nodes", (), "k80-0,k80-1"),), 0)
-        try:
-            snapshot = loop.send(plan)
-        except StopIteration:
-            break
-    result = run.result()
+    writes = (Action(4, "excluded_nodes", (), "k80-0,k80-1"),)
+    result = with_writes(SlurmRun(two, jobs, interval_s=40.0), 40.0, writes)
     assert starts(result) == {0: 0, 1: 0, 2: 0, 3: 200, 4: 300}
     assert [s.node for r in result.records if r.job.id == 4 for s in r.allocation] == [2]
