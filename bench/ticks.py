@@ -23,7 +23,6 @@ tick loop's public API.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import platform
 import resource
@@ -32,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from simulate import settle  # bench/simulate.py, this script's directory
 
 from rltuned.clusters import load_cluster
 from rltuned.core import CoreSettings, Lever
@@ -47,14 +47,6 @@ from rltuned.traces.bundled import resolve_trace
 MODELS = Path(__file__).resolve().parents[1] / "models"
 MODEL = {"philly": MODELS / "philly-fcfs-bsld-ticks", "itp": MODELS / "itp-fcfs-bsld-ticks"}
 LOOPS = ("paper_easy", "paper_milp", "base", "model", "train_base", "train_model")
-
-
-def settle() -> None:
-    """Collect, then freeze every object alive (the trace, earlier results) out of the collector's reach, so
-    that a timed run pays only for its own garbage: otherwise whether a full collection over the whole
-    trace falls inside a run of a few tenths of a second moves its figure by up to 30%."""
-    gc.collect()
-    gc.freeze()
 
 
 def main() -> None:

@@ -28,10 +28,11 @@ class Pool:
     gpus: int
     cpus: int
     mem_mb: int
-    array: npt.NDArray[np.int64] = field(
-        default_factory=lambda: np.zeros(0, np.int64), compare=False, repr=False
-    )
-    """`nodes` as compiled placement reads them (`build_pools` sets it)."""
+    array: npt.NDArray[np.int64] = field(init=False, compare=False, repr=False)
+    """`nodes` as compiled placement reads them."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "array", np.array(self.nodes, dtype=np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ def build_pools(cluster: ClusterSpec) -> tuple[Pool, ...]:
     groups: dict[tuple[str, str, int, int, int], list[int]] = {}
     for index, n in enumerate(cluster.nodes):
         groups.setdefault((n.partition, n.gpu_type, n.gpus, n.cpus, n.mem_mb), []).append(index)
-    return tuple(Pool(tuple(nodes), *shape, np.array(nodes, np.int64)) for shape, nodes in groups.items())
+    return tuple(Pool(tuple(nodes), *shape) for shape, nodes in groups.items())
 
 
 def node_pool_index(cluster: ClusterSpec, pools: tuple[Pool, ...]) -> tuple[int, ...]:
