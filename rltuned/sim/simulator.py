@@ -61,15 +61,34 @@ class SimConfig:
             raise ValueError(f"backfill_depth must be >= 0, got {self.backfill_depth}")
 
 
+_NEVER = 1 << 30  # more GPUs than any job asks for
+
+
 class _Job:
     """A job's mutable life in one run."""
 
-    __slots__ = ("alloc", "demand", "end", "est", "idx", "job", "key", "runtime", "start")
+    __slots__ = (
+        "alloc",
+        "demand",
+        "end",
+        "est",
+        "gpus",
+        "group",
+        "idx",
+        "job",
+        "key",
+        "runtime",
+        "shape",
+        "start",
+    )
 
-    def __init__(self, idx: int, job: Job, demand: Demand) -> None:
+    def __init__(self, idx: int, job: Job, demand: Demand, group: int, shape: int) -> None:
         self.idx = idx
         self.job = job
         self.demand = demand
+        self.gpus = demand.gpus
+        self.group = group  # the run's number for the demand's set of eligible pools
+        self.shape = shape  # the run's number for `demand.shape`
         self.est = job.estimate
         self.runtime = job.runtime if job.runtime is not None else job.estimate
         self.key = 0.0
@@ -227,16 +246,23 @@ class _Run:
         self.queue_keys: list[tuple[float, float, int]] = []
         self.running: list[tuple[float, int]] = []  # (expected end, idx), sorted
         self.by_idx: dict[int, _Job] = {}
+        self.groups: list[tuple[int, ...]] = []
+        self.failed: list[int] = []
         self.done: list[_Job] = []
         self.dropped: list[Job] = []
+        groups: dict[tuple[int, ...], int] = {}
+        shapes: dict[tuple[object, ...], int] = {}
         for idx, (job, demand) in enumerate(zip(jobs, demands_for(jobs, sim.pools), strict=True)):
             if demand is None:
                 if idx >= warmup:
                     self.dropped.append(job)
                 continue
-            entry = _Job(idx, job, demand)
+            group = groups.setdefault(demand.pools, len(groups))
+            entry = _Job(idx, job, demand, group, shapes.setdefault(demand.shape, len(shapes)))
             self.by_idx[idx] = entry
             self.engine.schedule(job.submit, ARRIVAL, entry)
+        self.groups = list(groups)
+        self.failed = [_NEVER] * (2 * len(shapes))
 
     def execute(self) -> SimResult:
         for _ in self.loop():
@@ -432,31 +458,36 @@ class _Run:
         shadow, caps = self.reservation
         pools, pool_free = self.sim.pools, self.pool_free
         # Free capacity only shrinks during a pass, so once a job fails, any job of the same shape asking for
-        # at least as many GPUs fails too: remember the smallest failure per (shape, short).
-        failed: dict[tuple[object, bool], int] = {}
-        most_free = max(pool_free)  # no pool has more free GPUs: a larger job is passed over at once
+        # at least as many GPUs fails too: the fewest GPUs that failed per (shape, short), at 2 * shape +
+        # short of a list every pass reuses (its touched slots are reset at the end).
+        failed, touched, never = self.failed, [], _NEVER
+        # The most free GPUs any eligible pool has, per set of pools: one list lookup rejects most
+        # candidates of a long queue (redone after a start).
+        group_free = [max([pool_free[p] for p in g]) for g in self.groups]
         for entry in candidates:
-            demand = entry.demand
-            if demand.gpus > most_free or not self._may_fit(demand):
-                if most_free == 0:
-                    break
+            gpus = entry.gpus
+            if gpus > group_free[entry.group]:
                 continue
             short = now + entry.est <= shadow
-            memo = (demand.shape, short)
-            if demand.gpus >= failed.get(memo, 1 << 30):
+            memo = 2 * entry.shape + short
+            if gpus >= failed[memo]:
                 continue
-            alloc = place(demand, pools, self.free, self.greedy, None if short else caps)
+            alloc = place(entry.demand, pools, self.free, self.greedy, None if short else caps)
             if alloc is None:
-                failed[memo] = min(demand.gpus, failed.get(memo, 1 << 30))
+                if failed[memo] == never:
+                    touched.append(memo)
+                failed[memo] = gpus
                 continue
             self._start(entry, alloc, now)
             started.add(entry.idx)
-            most_free = max(pool_free)
+            group_free = [max([pool_free[p] for p in g]) for g in self.groups]
             if not short:
                 for s in alloc:
                     if s.node in caps:
                         cg, cc, cm = caps[s.node]
                         caps[s.node] = (cg - s.gpus, cc - s.cpus, cm - s.mem_mb)
+        for memo in touched:
+            failed[memo] = never
 
     def _reservation(self, head: _Job, now: float) -> tuple[float, dict[int, tuple[int, int, int]]]:
         """When and where the head job could start if running jobs end as estimated.
@@ -467,10 +498,19 @@ class _Run:
         scratch = self.free.copy()
         wanted = set(head.demand.pools)
         node_pool = self.sim._node_pool
+        # Free GPUs per pool as jobs are released: the head is placed only once one of its pools has as
+        # many free GPUs as it asks for (placement would fail before that).
+        pool_free = self.pool_free.copy()
+        gpus, pools = head.gpus, head.demand.pools
         for end, idx in self.running:
             alloc = self.by_idx[idx].alloc
             scratch.give(alloc)
-            if not any(node_pool[s.node] in wanted for s in alloc):
+            relevant = False
+            for s in alloc:
+                p = node_pool[s.node]
+                pool_free[p] += s.gpus
+                relevant = relevant or p in wanted
+            if not relevant or all(pool_free[p] < gpus for p in pools):
                 continue
             placed = place(head.demand, self.sim.pools, scratch, self.greedy)
             if placed is not None:
@@ -527,10 +567,13 @@ class _Run:
             if not self.policy.dynamic:
                 del self.queue_keys[:prefix]
             return
-        keep = [i for i, e in enumerate(queue) if e.idx not in started]
-        self.queue = [self.queue[i] for i in keep]
-        if not self.policy.dynamic:
-            self.queue_keys = [self.queue_keys[i] for i in keep]
+        # A few jobs started from the middle (backfilled): find each (a C-level scan) rather than
+        # rebuild a queue of hundreds in Python.
+        by_idx = self.by_idx
+        for at in sorted((queue.index(by_idx[idx]) for idx in started), reverse=True):
+            del queue[at]
+            if not self.policy.dynamic:
+                del self.queue_keys[at]
 
     # --- observation -------------------------------------------------------------------------------
     def snapshot(self, now: float) -> ClusterSnapshot:
