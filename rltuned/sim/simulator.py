@@ -241,6 +241,7 @@ class _Run:
         self.solver_calls = 0
         self.solver_fallbacks = 0
         self.history = HistoryTracker(self.origin, self.cfg.fairshare_half_life_s)
+        self.static_history = self.history.view(self.origin, None)
         self.engine: Engine[_Job] = Engine()
         self.queue: list[_Job] = []
         self.queue_keys: list[tuple[float, float, int]] = []
@@ -307,9 +308,11 @@ class _Run:
 
     # --- queue -------------------------------------------------------------------------------------
     def _context(self, now: float) -> PriorityContext:
-        """Usage (fair-share) changes continuously, so only dynamic policies pay for computing it."""
-        running = self._running_jobs() if self.policy.dynamic else None
-        history = self.history.view(now, running)
+        """Usage (fair-share) changes continuously, so only dynamic policies pay for computing it; a static
+        policy's view holds live runtime means only, so one serves the whole run."""
+        if not self.policy.dynamic:
+            return PriorityContext(now, self.total_gpus, self.static_history, self.origin)
+        history = self.history.view(now, self._running_jobs())
         return PriorityContext(now, self.total_gpus, history, self.origin)
 
     def _running_jobs(self) -> list[_Job]:
