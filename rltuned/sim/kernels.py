@@ -42,9 +42,12 @@ def earliest_on_one_node(
     rows = times.shape[0]
     count = nodes.shape[0]
     lacking = np.full(count, -1, dtype=np.int64)
+    end = first  # the first row at or after times[k] + limit: only grows with k
     for k in range(first, last):
-        stop = np.searchsorted(times, times[k] + limit)  # the span is rows [k, stop)
-        stop = max(stop, k + 1)
+        t_end = times[k] + limit
+        while end < rows and times[end] < t_end:
+            end += 1
+        stop = max(end, k + 1)  # the span is rows [k, stop)
         best, best_left = -1, 0
         for i in range(count):
             n = nodes[i]
