@@ -59,7 +59,9 @@ class HistoryTracker:
             self._acct_mean[acct] = self._acct_sum[acct] / self._acct_n[acct]
 
     def view(self, now: float, running: Iterable[_Started] | None) -> History:
-        """History as of `now`; with `running` None, usage is left out (static policies never read it)."""
+        """History as of `now`; with `running` None, usage is left out (static policies never read it).
+        The runtime means are live read-only views (their dicts are only ever updated in place), so the
+        simulator keeps one usage-free view for a whole run."""
         if running is None:
             return History(
                 mean_runtime_by_user=MappingProxyType(self._user_mean),

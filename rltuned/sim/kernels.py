@@ -38,7 +38,8 @@ def earliest_on_one_node(
     `nodes`, GPUs left over), or (-1, -1, -1).
 
     Each node keeps the first row at or after k that lacks the job's resources; as k only grows, every
-    row is read at most once per node to find them."""
+    row is read at most once per node to find them, and the span's end row only moves forward (`limit`
+    is finite: a trace's limits and every estimate model's are)."""
     rows = times.shape[0]
     count = nodes.shape[0]
     lacking = np.full(count, -1, dtype=np.int64)

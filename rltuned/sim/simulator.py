@@ -1,7 +1,8 @@
 """The trace-driven cluster simulator: arrivals and completions on a heap, EASY backfilling, greedy placement.
 
 The engine knows nothing about policies; the scheduling pass asks the policy for an order and the placer
-for an allocation. EASY backfilling: the first job in priority order that does not fit (the head) gets a
+for an allocation; the run's capacity (`sim/capacity.py`) counts what starts and completions change.
+EASY backfilling (`sim/easy.py`): the first job in priority order that does not fit (the head) gets a
 reservation, computed from the running jobs' *estimated* ends; a later job may start now only if it fits
 and either ends (by its estimate) before the reservation or uses none of the resources the head will need
 on its reserved nodes. Without backfilling (the paper's setting) the head blocks the queue and stays the
@@ -28,16 +29,21 @@ from dataclasses import dataclass, field
 
 from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
 from rltuned.errors import SolverError
-from rltuned.placement.greedy import Caps, FreeCapacity, place
+from rltuned.placement.greedy import Caps, place
 from rltuned.placement.milp import MilpConfig, milp_place
 from rltuned.placement.pools import Demand, build_pools, demands_for, node_pool_index
 from rltuned.policies.base import Policy
+from rltuned.sim.capacity import Capacity
+from rltuned.sim.easy import Easy, Reservation
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
 
 PLACEMENTS = ("pack", "spread", "milp")
 FINISH, ARRIVAL = 0, 1  # completions first at equal times, so freed resources are seen by arrivals
 INF = float("inf")
+FEW = 8
+"""Up to this many jobs started from the middle of the queue are removed one by one (a scan each); more,
+and the queue is rebuilt once."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +65,6 @@ class SimConfig:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
         if self.backfill_depth < 0:
             raise ValueError(f"backfill_depth must be >= 0, got {self.backfill_depth}")
-
-
-_NEVER = 1 << 30  # more GPUs than any job asks for
 
 
 class _Job:
@@ -193,7 +196,7 @@ class Episode:
                 self._done_cost += (entry.start - entry.job.submit) * weight(entry.job)
         self._done_seen = len(run.done)
         cost = self._done_cost
-        for _, idx in run.running:
+        for idx in run.capacity.running_indices():
             if idx >= run.warmup:
                 entry = run.by_idx[idx]
                 cost += (entry.start - entry.job.submit) * weight(entry.job)
@@ -226,14 +229,12 @@ class _Run:
         self.choosing = choosing
         self.policy = sim.policy
         self.cfg = sim.config
-        nodes = sim.cluster.nodes
-        self.free = FreeCapacity([n.gpus for n in nodes], [n.cpus for n in nodes], [n.mem_mb for n in nodes])
-        self.pool_free = [sum(nodes[i].gpus for i in p.nodes) for p in sim.pools]
+        self.capacity = Capacity(sim.cluster, sim.pools, sim._node_pool)
         self.total_gpus = sim.cluster.total_gpus
         self.origin = min((j.submit for j in jobs), default=0.0)
         # The head job's reservation (shadow time, caps on reserved nodes), valid until resources are freed
         # or the head changes; arrivals behind the head are backfilled against it without a full pass.
-        self.reservation: tuple[float, dict[int, tuple[int, int, int]]] | None = None
+        self.reservation: Reservation | None = None
         # Without backfilling: the head that did not fit, which blocks the queue until it starts.
         self.committed: _Job | None = None
         self.promised: dict[int, float] = {}
@@ -245,10 +246,7 @@ class _Run:
         self.engine: Engine[_Job] = Engine()
         self.queue: list[_Job] = []
         self.queue_keys: list[tuple[float, float, int]] = []
-        self.running: list[tuple[float, int]] = []  # (expected end, idx), sorted
         self.by_idx: dict[int, _Job] = {}
-        self.groups: list[tuple[int, ...]] = []
-        self.failed: list[int] = []
         self.done: list[_Job] = []
         self.dropped: list[Job] = []
         groups: dict[tuple[int, ...], int] = {}
@@ -262,8 +260,7 @@ class _Run:
             entry = _Job(idx, job, demand, group, shapes.setdefault(demand.shape, len(shapes)))
             self.by_idx[idx] = entry
             self.engine.schedule(job.submit, ARRIVAL, entry)
-        self.groups = list(groups)
-        self.failed = [_NEVER] * (2 * len(shapes))
+        self.easy: Easy[_Job] = Easy(self.capacity, list(groups), len(shapes), self.greedy, self._start)
 
     def execute(self) -> SimResult:
         for _ in self.loop():
@@ -316,7 +313,7 @@ class _Run:
         return PriorityContext(now, self.total_gpus, history, self.origin)
 
     def _running_jobs(self) -> list[_Job]:
-        return [self.by_idx[idx] for _, idx in self.running]
+        return [self.by_idx[idx] for idx in self.capacity.running_indices()]
 
     def _enqueue(self, entry: _Job, now: float) -> None:
         if self.policy.dynamic:
@@ -358,10 +355,10 @@ class _Run:
             self.committed = order[head_at]
         elif head_at < len(order):
             head = order[head_at]
-            self.reservation = self._reservation(head, now)
-            self.promised.setdefault(head.job.id, self.reservation[0])
+            self.reservation = reservation = self.easy.reserve(head.demand, now)
+            self.promised.setdefault(head.job.id, reservation.shadow)
             candidates = order[head_at + 1 : head_at + 1 + self.cfg.backfill_depth]
-            self._backfill(candidates, now, started)
+            self.easy.backfill(candidates, reservation, now, started)
         if started:
             self._drop_started(started)
 
@@ -375,14 +372,14 @@ class _Run:
         done = 0
         while True:
             chunk = order[done : done + k]
-            fitting = [e for e in chunk if self._may_fit(e.demand)]
+            fitting = [e for e in chunk if self.capacity.may_fit(e.demand)]
             if len(fitting) < 2 or not chunk or chunk[0] not in fitting:
                 return done
             lookahead = [e.demand for e in order[done + k : done + 2 * k]]
             self.solver_calls += 1
             try:
                 allocs = milp_place(
-                    [e.demand for e in chunk], lookahead, self.sim.pools, self.free, self.cfg.milp
+                    [e.demand for e in chunk], lookahead, self.sim.pools, self.capacity.free, self.cfg.milp
                 )
             except SolverError:
                 self.solver_fallbacks += 1
@@ -414,11 +411,11 @@ class _Run:
                 if not self.cfg.backfill:
                     self.committed = chosen
                 else:
-                    self.reservation = self._reservation(chosen, now)
-                    self.promised.setdefault(chosen.job.id, self.reservation[0])
+                    self.reservation = reservation = self.easy.reserve(chosen.demand, now)
+                    self.promised.setdefault(chosen.job.id, reservation.shadow)
                     started: set[int] = set()
                     others = [e for e in order if e is not chosen][: self.cfg.backfill_depth]
-                    self._backfill(others, now, started)
+                    self.easy.backfill(others, reservation, now, started)
                     if started:
                         self._drop_started(started)
                 return
@@ -427,12 +424,13 @@ class _Run:
             self._drop_started({chosen.idx})
 
     def _place_chosen(self, chosen: _Job, order: list[_Job]) -> Allocation | None:
-        if self.cfg.placement != "milp" or not self._may_fit(chosen.demand):
+        if self.cfg.placement != "milp" or not self.capacity.may_fit(chosen.demand):
             return self._place(chosen)
         lookahead = [e.demand for e in order if e is not chosen][: self.cfg.milp.k]
         self.solver_calls += 1
         try:
-            return milp_place([chosen.demand], lookahead, self.sim.pools, self.free, self.cfg.milp)[0]
+            placed = milp_place([chosen.demand], lookahead, self.sim.pools, self.capacity.free, self.cfg.milp)
+            return placed[0]
         except SolverError:
             self.solver_fallbacks += 1
             return self._place(chosen)
@@ -451,112 +449,27 @@ class _Run:
         if len(self.queue) > self.cfg.backfill_depth + 1:
             return False  # earlier backfills may have moved unexamined jobs into the backfill window
         started: set[int] = set()
-        self._backfill(arrived, now, started)
+        self.easy.backfill(arrived, self.reservation, now, started)
         if started:
             self._drop_started(started)
         return True
 
-    def _backfill(self, candidates: list[_Job], now: float, started: set[int]) -> None:
-        assert self.reservation is not None
-        shadow, caps = self.reservation
-        pools, pool_free = self.sim.pools, self.pool_free
-        # Free capacity only shrinks during a pass, so once a job fails, any job of the same shape asking for
-        # at least as many GPUs fails too: the fewest GPUs that failed per (shape, short), at 2 * shape +
-        # short of a list every pass reuses (its touched slots are reset at the end).
-        failed, touched, never = self.failed, [], _NEVER
-        # The most free GPUs any eligible pool has, per set of pools: one list lookup rejects most
-        # candidates of a long queue (redone after a start).
-        group_free = [max([pool_free[p] for p in g]) for g in self.groups]
-        for entry in candidates:
-            gpus = entry.gpus
-            if gpus > group_free[entry.group]:
-                continue
-            short = now + entry.est <= shadow
-            memo = 2 * entry.shape + short
-            if gpus >= failed[memo]:
-                continue
-            alloc = place(entry.demand, pools, self.free, self.greedy, None if short else caps)
-            if alloc is None:
-                if failed[memo] == never:
-                    touched.append(memo)
-                failed[memo] = gpus
-                continue
-            self._start(entry, alloc, now)
-            started.add(entry.idx)
-            group_free = [max([pool_free[p] for p in g]) for g in self.groups]
-            if not short:
-                for s in alloc:
-                    if s.node in caps:
-                        cg, cc, cm = caps[s.node]
-                        caps[s.node] = (cg - s.gpus, cc - s.cpus, cm - s.mem_mb)
-        for memo in touched:
-            failed[memo] = never
-
-    def _reservation(self, head: _Job, now: float) -> tuple[float, dict[int, tuple[int, int, int]]]:
-        """When and where the head job could start if running jobs end as estimated.
-
-        Returns the shadow time and, for the reserved nodes, the resources left over once the head is
-        placed there: what a job running past the shadow time may still use on them.
-        """
-        scratch = self.free.copy()
-        wanted = set(head.demand.pools)
-        node_pool = self.sim._node_pool
-        # Free GPUs per pool as jobs are released: the head is placed only once one of its pools has as
-        # many free GPUs as it asks for (placement would fail before that).
-        pool_free = self.pool_free.copy()
-        gpus, pools = head.gpus, head.demand.pools
-        for end, idx in self.running:
-            alloc = self.by_idx[idx].alloc
-            scratch.give(alloc)
-            relevant = False
-            for s in alloc:
-                p = node_pool[s.node]
-                pool_free[p] += s.gpus
-                relevant = relevant or p in wanted
-            if not relevant or all(pool_free[p] < gpus for p in pools):
-                continue
-            placed = place(head.demand, self.sim.pools, scratch, self.greedy)
-            if placed is not None:
-                caps = {
-                    s.node: (
-                        scratch.gpus[s.node] - s.gpus,
-                        scratch.cpus[s.node] - s.cpus,
-                        scratch.mem[s.node] - s.mem_mb,
-                    )
-                    for s in placed
-                }
-                return max(end, now), caps
-        raise AssertionError(f"job {head.job.id} cannot fit an empty cluster but was not dropped")
-
-    def _may_fit(self, demand: Demand) -> bool:
-        """O(pools) rejection before any per-node work: some eligible pool has enough free GPUs."""
-        return any(self.pool_free[p] >= demand.gpus for p in demand.pools)
-
     def _place(self, entry: _Job, caps: Caps | None = None) -> Allocation | None:
-        if not self._may_fit(entry.demand):
+        if not self.capacity.may_fit(entry.demand):
             return None
-        return place(entry.demand, self.sim.pools, self.free, self.greedy, caps)
+        return place(entry.demand, self.sim.pools, self.capacity.free, self.greedy, caps)
 
     # --- job lifecycle -----------------------------------------------------------------------------
     def _start(self, entry: _Job, alloc: Allocation, now: float) -> None:
         entry.start = now
         entry.alloc = alloc
-        self.free.take(alloc)
-        node_pool, pool_free = self.sim._node_pool, self.pool_free
-        for node, gpus, _, _ in alloc:
-            pool_free[node_pool[node]] -= gpus
-        bisect.insort(self.running, (now + entry.est, entry.idx))
+        self.capacity.take(alloc, now + entry.est, entry.idx)
         self.engine.schedule(now + entry.runtime, FINISH, entry)
 
     def _finish(self, entry: _Job) -> None:
         now = self.engine.now
         entry.end = now
-        self.free.give(entry.alloc)
-        node_pool, pool_free = self.sim._node_pool, self.pool_free
-        for node, gpus, _, _ in entry.alloc:
-            pool_free[node_pool[node]] += gpus
-        at = bisect.bisect_left(self.running, (entry.start + entry.est, entry.idx))
-        del self.running[at]
+        self.capacity.give(entry.alloc, entry.start + entry.est, entry.idx)
         self.history.record(entry.job, entry.start, now)
         self.done.append(entry)
 
@@ -570,13 +483,17 @@ class _Run:
             if not self.policy.dynamic:
                 del self.queue_keys[:prefix]
             return
-        # A few jobs started from the middle (backfilled): find each (a C-level scan) rather than
-        # rebuild a queue of hundreds in Python.
-        by_idx = self.by_idx
-        for at in sorted((queue.index(by_idx[idx]) for idx in started), reverse=True):
-            del queue[at]
-            if not self.policy.dynamic:
-                del self.queue_keys[at]
+        if len(started) - prefix <= FEW:  # backfilled from the middle: find each with a C-level scan
+            by_idx = self.by_idx
+            for at in sorted((queue.index(by_idx[idx]) for idx in started), reverse=True):
+                del queue[at]
+                if not self.policy.dynamic:
+                    del self.queue_keys[at]
+            return
+        keep = [i for i, e in enumerate(queue) if e.idx not in started]
+        self.queue = [queue[i] for i in keep]
+        if not self.policy.dynamic:
+            self.queue_keys = [self.queue_keys[i] for i in keep]
 
     # --- observation -------------------------------------------------------------------------------
     def snapshot(self, now: float) -> ClusterSnapshot:
@@ -584,9 +501,9 @@ class _Run:
         return ClusterSnapshot(
             now=now,
             cluster=self.sim.cluster,
-            free_gpus=tuple(self.free.gpus),
-            free_cpus=tuple(self.free.cpus),
-            free_mem_mb=tuple(self.free.mem),
+            free_gpus=tuple(self.capacity.free.gpus),
+            free_cpus=tuple(self.capacity.free.cpus),
+            free_mem_mb=tuple(self.capacity.free.mem),
             pending=tuple(e.job for e in self._ordered(now)),
             running=running,
             history=self.history.view(now, self._running_jobs()),

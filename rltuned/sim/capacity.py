@@ -1,0 +1,57 @@
+"""A run's cluster capacity: free resources per node, free GPUs per pool, and the running jobs' releases.
+
+One object owns every count a start or a completion changes, so the scheduling code reads capacity and
+never keeps a copy of its own: the per-pool totals reject a job in O(pools) before any per-node work
+(`may_fit`), and `running` lists the running jobs by the time their estimates say they end, which is
+what EASY's reservation walks (`sim/easy.py`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from rltuned.domain import Allocation, ClusterSpec
+from rltuned.placement.greedy import FreeCapacity
+from rltuned.placement.pools import Demand, Pool
+
+
+class Capacity:
+    __slots__ = ("free", "node_pool", "pool_free", "pools", "running")
+
+    def __init__(self, cluster: ClusterSpec, pools: tuple[Pool, ...], node_pool: Sequence[int]) -> None:
+        nodes = cluster.nodes
+        self.pools = pools
+        self.node_pool = node_pool
+        self.free = FreeCapacity([n.gpus for n in nodes], [n.cpus for n in nodes], [n.mem_mb for n in nodes])
+        self.pool_free = [sum(nodes[i].gpus for i in p.nodes) for p in pools]
+        self.running: list[tuple[float, int, Allocation]] = []
+        """(expected end, job index, allocation) of every running job, sorted."""
+
+    def may_fit(self, demand: Demand) -> bool:
+        """Some eligible pool has as many free GPUs as the job asks for (placement fails otherwise).
+        `most_free` answers it for every set of pools at once, and `easy.reserve` on released capacity."""
+        return any(self.pool_free[p] >= demand.gpus for p in demand.pools)
+
+    def most_free(self, groups: Sequence[tuple[int, ...]]) -> list[int]:
+        """For each set of pools, the most free GPUs any one of them has."""
+        pool_free = self.pool_free
+        return [max([pool_free[p] for p in g]) for g in groups]
+
+    def take(self, alloc: Allocation, expected_end: float, idx: int) -> None:
+        self.free.take(alloc)
+        node_pool, pool_free = self.node_pool, self.pool_free
+        for node, gpus, _, _ in alloc:
+            pool_free[node_pool[node]] -= gpus
+        bisect.insort(self.running, (expected_end, idx, alloc))
+
+    def give(self, alloc: Allocation, expected_end: float, idx: int) -> None:
+        self.free.give(alloc)
+        node_pool, pool_free = self.node_pool, self.pool_free
+        for node, gpus, _, _ in alloc:
+            pool_free[node_pool[node]] += gpus
+        at = bisect.bisect_left(self.running, (expected_end, idx))
+        del self.running[at]
+
+    def running_indices(self) -> list[int]:
+        return [idx for _, idx, _ in self.running]
