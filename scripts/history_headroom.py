@@ -5,8 +5,8 @@ Usage: python scripts/history_headroom.py [--trace philly] [--cluster philly-sli
 Ranks the queue by a job's predicted runtime, the prediction mixing its (noisy) limit with the mean
 runtime of the finished jobs of its user, else of its account (what `sacct` gives the daemon), and
 compares that with SJF and SAF in the daemon's loop (training config, no model) on the trace's
-validation windows, over several draws of the estimate noise. If no mix beats SJF, a feature carrying
-that history could not help a model either. Never the test split.
+validation windows, over several draws of the estimate noise: how much a hand-made use of that
+history gains, a first gauge of what a model fed it could find. Never the test split.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from rltuned.clusters import load_cluster
 from rltuned.core import CoreSettings, Lever
 from rltuned.domain import Job, PriorityContext
 from rltuned.estimates import apply_estimates
+from rltuned.policies.qssf import Qssf
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.simulator import SimResult
@@ -47,11 +48,10 @@ class HistoryMix:
     dynamic: bool = True
 
     def key(self, job: Job, ctx: PriorityContext) -> float:
-        history = ctx.history
-        past = history.mean_runtime_by_user.get(job.user) if job.user else None
-        if past is None and job.account:
-            past = history.mean_runtime_by_account.get(job.account)
-        runtime = job.estimate if past is None else MIXES[self.mix](job.estimate, past)
+        # QSSF's prediction: the user's mean, else the account's, else the limit itself (which every mix
+        # of the limit with itself leaves unchanged).
+        past = Qssf().predicted_runtime(job, ctx)
+        runtime = MIXES[self.mix](job.estimate, past)
         return runtime * job.gpus if self.area else runtime
 
 
@@ -91,8 +91,8 @@ def main() -> None:
     parser.add_argument("--cluster", default="philly-slice")
     parser.add_argument("--draws", type=int, default=3)
     args = parser.parse_args()
-    users = {j.user for j in load_trace(resolve_trace(args.trace)).jobs} - {""}
-    accounts = {j.account for j in load_trace(resolve_trace(args.trace)).jobs} - {""}
+    jobs = load_trace(resolve_trace(args.trace)).jobs
+    users, accounts = {j.user for j in jobs} - {""}, {j.account for j in jobs} - {""}
     print(f"{args.trace}: {len(users)} users, {len(accounts)} accounts named in the trace")
     orders = ["sjf", "saf", *MIXES, *(f"{m}+area" for m in MIXES)]
     tasks = [(args.trace, args.cluster, o, d) for o in orders for d in range(args.draws)]

@@ -9,7 +9,7 @@ before the shadow time, or stays within the caps (it uses nothing the head will 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from rltuned.domain import Allocation
 from rltuned.placement.greedy import place
@@ -46,12 +46,11 @@ class Candidate(Protocol):
 C = TypeVar("C", bound=Candidate)
 
 
-class Easy(Generic[C]):
-    """EASY backfilling for one run: `start(job, allocation, now)` starts a job (updating `capacity`);
-    `groups` are the run's sets of eligible pools (`Candidate.group` indexes them) and `shapes` the
-    number of demand shapes it numbered (`Candidate.shape`)."""
+class Easy:
+    """EASY backfilling for one run: `groups` are the run's sets of eligible pools (`Candidate.group`
+    indexes them) and `shapes` the number of demand shapes it numbered (`Candidate.shape`)."""
 
-    __slots__ = ("capacity", "failed", "greedy", "groups", "start")
+    __slots__ = ("capacity", "failed", "greedy", "groups")
 
     def __init__(
         self,
@@ -59,12 +58,10 @@ class Easy(Generic[C]):
         groups: Sequence[tuple[int, ...]],
         shapes: int,
         greedy: str,
-        start: Callable[[C, Allocation, float], None],
     ) -> None:
         self.capacity = capacity
         self.groups = groups
         self.greedy = greedy
-        self.start = start
         self.failed = [NEVER] * (2 * shapes)
         """The fewest GPUs that failed in this pass per (shape, short) at 2 x shape + short; NEVER
         between passes (each pass resets the slots it touched)."""
@@ -98,14 +95,23 @@ class Easy(Generic[C]):
         )
 
     def backfill(
-        self, candidates: Iterable[C], reservation: Reservation, now: float, started: set[int]
+        self,
+        candidates: Iterable[C],
+        reservation: Reservation,
+        now: float,
+        start: Callable[[C, Allocation, float], None],
+        started: set[int],
     ) -> None:
-        """Start, in order, every candidate that fits without delaying the head, adding its index to
-        `started`. Free capacity only shrinks during a pass, so once a job fails, a job of the same
-        shape asking for at least as many GPUs fails too (`failed`); one list lookup, the most free
-        GPUs of the job's pools, rejects most candidates of a long queue."""
+        """Start, in order, every candidate that fits without delaying the head: `start(job, allocation,
+        now)` starts it (and updates the capacity), and its index joins `started`. The run passes its
+        `start` per call: kept here, it would tie the run and this object in a cycle, and a finished run
+        would wait for a full garbage collection instead of being freed at once.
+
+        Free capacity only shrinks during a pass, so once a job fails, a job of the same shape asking
+        for at least as many GPUs fails too (`failed`); one list lookup, the most free GPUs of the job's
+        pools, rejects most candidates of a long queue."""
         shadow, caps = reservation
-        capacity, failed, greedy, start = self.capacity, self.failed, self.greedy, self.start
+        capacity, failed, greedy = self.capacity, self.failed, self.greedy
         touched: list[int] = []
         group_free = capacity.most_free(self.groups)
         try:

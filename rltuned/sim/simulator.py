@@ -260,7 +260,7 @@ class _Run:
             entry = _Job(idx, job, demand, group, shapes.setdefault(demand.shape, len(shapes)))
             self.by_idx[idx] = entry
             self.engine.schedule(job.submit, ARRIVAL, entry)
-        self.easy: Easy[_Job] = Easy(self.capacity, list(groups), len(shapes), self.greedy, self._start)
+        self.easy = Easy(self.capacity, list(groups), len(shapes), self.greedy)
 
     def execute(self) -> SimResult:
         for _ in self.loop():
@@ -358,7 +358,7 @@ class _Run:
             self.reservation = reservation = self.easy.reserve(head.demand, now)
             self.promised.setdefault(head.job.id, reservation.shadow)
             candidates = order[head_at + 1 : head_at + 1 + self.cfg.backfill_depth]
-            self.easy.backfill(candidates, reservation, now, started)
+            self.easy.backfill(candidates, reservation, now, self._start, started)
         if started:
             self._drop_started(started)
 
@@ -415,7 +415,7 @@ class _Run:
                     self.promised.setdefault(chosen.job.id, reservation.shadow)
                     started: set[int] = set()
                     others = [e for e in order if e is not chosen][: self.cfg.backfill_depth]
-                    self.easy.backfill(others, reservation, now, started)
+                    self.easy.backfill(others, reservation, now, self._start, started)
                     if started:
                         self._drop_started(started)
                 return
@@ -449,7 +449,7 @@ class _Run:
         if len(self.queue) > self.cfg.backfill_depth + 1:
             return False  # earlier backfills may have moved unexamined jobs into the backfill window
         started: set[int] = set()
-        self.easy.backfill(arrived, self.reservation, now, started)
+        self.easy.backfill(arrived, self.reservation, now, self._start, started)
         if started:
             self._drop_started(started)
         return True

@@ -3,6 +3,7 @@ and the per-pass memo of failed shapes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -46,26 +47,27 @@ def busy() -> Capacity:
     return cap
 
 
-def run_easy(cap: Capacity) -> tuple[Easy[Queued], list[int]]:
+def run_easy(cap: Capacity) -> tuple[Easy, Callable[[Queued, Allocation, float], None], list[int]]:
+    """EASY on `cap`, the `start` a run would pass it, and the jobs started, in order."""
     started: list[int] = []
 
     def start(entry: Queued, alloc: Allocation, now: float) -> None:
         cap.take(alloc, now + entry.est, entry.idx)
         started.append(entry.idx)
 
-    return Easy(cap, [(0,)], 1, "pack", start), started
+    return Easy(cap, [(0,)], 1, "pack"), start, started
 
 
 def test_the_head_is_reserved_where_the_first_release_makes_room() -> None:
     """A 2-GPU head fits once the job on node 1 ends (50): it is promised 50 there, and a job running
     past 50 may use what the head leaves on node 1 (2 GPUs, 8 CPUs, 16 GiB)."""
-    e, _ = run_easy(busy())
+    e, _, _ = run_easy(busy())
     assert e.reserve(demand(2), now=0.0) == Reservation(50.0, {1: (2, 8, 16384)})
     assert e.reserve(demand(4), now=0.0) == Reservation(50.0, {1: (0, 0, 0)})
 
 
 def test_an_overdue_job_makes_the_shadow_time_now() -> None:
-    e, _ = run_easy(busy())
+    e, _, _ = run_easy(busy())
     assert e.reserve(demand(4), now=70.0).shadow == 70.0
 
 
@@ -73,10 +75,10 @@ def test_only_jobs_that_cannot_delay_the_head_start() -> None:
     """The 4-GPU head holds node 1 from 50: a 1-GPU job ending by 50 takes node 1's free GPU; one
     ending later may not (the caps leave nothing on node 1), and no other node has room."""
     cap = busy()
-    e, started = run_easy(cap)
+    e, start, started = run_easy(cap)
     reservation = e.reserve(demand(4), now=0.0)
     long, short = Queued(2, demand(1), 60.0), Queued(3, demand(1), 50.0)
-    e.backfill([long, short], reservation, 0.0, set())
+    e.backfill([long, short], reservation, 0.0, start, set())
     assert started == [3]
     assert cap.free.gpus == [0, 0]
 
@@ -95,9 +97,9 @@ def test_a_failed_shape_skips_jobs_as_large_for_the_rest_of_the_pass(monkeypatch
     cap = Capacity(SPEC, POOLS, node_pool_index(SPEC, POOLS))
     cap.take((Slice(0, 3, 12, 24576),), 100.0, 0)
     cap.take((Slice(1, 3, 12, 24576),), 50.0, 1)
-    e, started = run_easy(cap)
+    e, start, started = run_easy(cap)
     queue = [Queued(2, demand(2), 5.0), Queued(3, demand(2), 5.0), Queued(4, demand(1), 5.0)]
-    e.backfill(queue, Reservation(1e9, {}), 0.0, set())
+    e.backfill(queue, Reservation(1e9, {}), 0.0, start, set())
     assert asked == [2, 1]
     assert started == [4]
     assert e.failed == [NEVER, NEVER]
