@@ -461,7 +461,7 @@ class SlurmRun:
             return
         self.changed, self._last_pass = False, signature
         profile = Profile(
-            now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays,
+            now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays, room=2 * len(order),
             select=p.node_selection, whole_nodes=p.bf_whole_nodes,
         )  # fmt: skip
         horizon = now + p.bf_window_min * 60.0
