@@ -78,9 +78,13 @@ class TickEpisode:
         self.snapshot: ClusterSnapshot | None = None
         self.result: SimResult | None = None
         self.pacer: Pacer | None = None
-        if settings.writes_per_s > 0:  # the engine's token bucket on the simulated clock; a wait is free
+        # The engine's token bucket on the simulated clock (set at each apply); a wait is free. The clock
+        # reads a list, not this episode: a bound method would tie the two in a cycle, and a finished
+        # episode would wait for a full garbage collection.
+        self._clock = clock = [0.0]
+        if settings.writes_per_s > 0:
             self.pacer = Pacer(
-                settings.writes_per_s, settings.write_burst, clock=self._now, sleep=lambda s: None
+                settings.writes_per_s, settings.write_burst, clock=lambda: clock[0], sleep=lambda s: None
             )
         self._loop = self.run.loop()
         self._advance(None)
@@ -121,6 +125,7 @@ class TickEpisode:
             raise RuntimeError("the episode is over")
         planned = decision.plan.actions
         if self.pacer is not None:
+            self._clock[0] = self.snapshot.now
             deadline = self.snapshot.now + self.settings.interval_s / 2  # as `Engine.apply`
             sent = []
             for action in decision.plan.actions:
@@ -137,9 +142,6 @@ class TickEpisode:
             self.written.last_decision = remember(decision, self.snapshot, whole, refresh)
         self.guarded |= set(decision.ranking.guarded)
         self._advance(decision)
-
-    def _now(self) -> float:
-        return self.snapshot.now if self.snapshot is not None else 0.0
 
     def _advance(self, decision: Decision | None) -> None:
         try:
