@@ -53,7 +53,7 @@ class Ranking:
 
 def base_order(jobs: Sequence[Job], obs: Observation) -> tuple[Job, ...]:
     by_id = {job.id: job for job in jobs}
-    return tuple(by_id[int(i)] for i in obs.job_ids[obs.mask]) + tuple(by_id[i] for i in obs.overflow)
+    return tuple(by_id[i] for i in obs.job_ids[obs.mask].tolist()) + tuple(by_id[i] for i in obs.overflow)
 
 
 def rank_jobs(
@@ -84,9 +84,9 @@ def ranking_from_slots(
 ) -> Ranking:
     """The ranking that puts the visible rows in `slots` order (each real slot once), then the overflow."""
     n = int(obs.mask.sum())
-    chosen = [int(s) for s in slots[:n]]
+    chosen: list[int] = np.asarray(slots[:n], dtype=np.int64).tolist()
     if sorted(chosen) != list(range(n)):
         raise ValueError(f"slots must order the {n} visible rows exactly once, got {chosen[:8]}...")
     order = tuple(in_base[i] for i in chosen) + tuple(in_base[n:])
-    by_job = {} if scores is None else {int(obs.job_ids[i]): float(scores[i]) for i in range(n)}
+    by_job = {} if scores is None else dict(zip(obs.job_ids[:n].tolist(), scores[:n].tolist(), strict=True))
     return Ranking(order, tuple(in_base), by_job, source, lambda: obs)

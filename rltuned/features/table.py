@@ -23,7 +23,16 @@ import numpy as np
 import numpy.typing as npt
 
 from rltuned.domain import ClusterSnapshot, Job
-from rltuned.features.fit import CPU_PER_GPU, MEM_PER_GPU, ClusterArrays, Fit, Shape, cluster_arrays, fit_now
+from rltuned.features.fit import (
+    CPU_PER_GPU,
+    MEM_PER_GPU,
+    ClusterArrays,
+    Fit,
+    Shape,
+    ShapeKey,
+    cluster_arrays,
+    fit_now,
+)
 from rltuned.features.scales import HORIZON_S, MAX_AGE_S, id_unit, log_share, squash, string_unit
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -84,7 +93,7 @@ def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
     cluster_cff = float(_cff(np.ones((1, len(free))), free, arrays.gpus)[0])
 
     jobs = list(ordered_jobs)
-    shapes, inverse = _shapes(arrays, jobs)
+    shapes, inverse, columns = _jobs_by_shape(arrays, jobs)
     fit = fit_now(arrays, shapes, free_gpus, free_cpus, free_mem)
     elig = fit.eligible.astype(np.float64)  # [S, N]
     n_elig = elig.sum(axis=1)
@@ -101,7 +110,7 @@ def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
     if not jobs:
         return Features(table, np.zeros(0, np.int64), cluster_cff)
 
-    ids, gpus, estimate, submit, asked_cpus, asked_mem, user, account, gpu_type = _job_columns(jobs)
+    ids, gpus, estimate, submit, asked_cpus, asked_mem, user, account, gpu_type = columns
     age = np.maximum(snapshot.now - submit, 0.0)
     cpus, mem = _cpus_mem(asked_cpus, asked_mem, shapes, inverse, fit, n_elig)
     total = arrays.total_gpus
@@ -130,19 +139,41 @@ def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
     return Features(table, fit.ways[inverse], cluster_cff)
 
 
-def _shapes(arrays: ClusterArrays, jobs: Sequence[Job]) -> tuple[list[Shape], npt.NDArray[np.intp]]:
-    """The distinct shapes among `jobs`, and each job's index into them."""
-    local: dict[int, int] = {}
+def _jobs_by_shape(
+    arrays: ClusterArrays, jobs: Sequence[Job]
+) -> tuple[list[Shape], npt.NDArray[np.intp], tuple[Floats, ...]]:
+    """One pass over the jobs: the distinct shapes among them, each job's index into those, and the
+    per-job inputs (ids are exact in float64 below 2**53): id, GPUs, estimate, submit, asked CPUs, asked
+    memory, and the user, account and GPU-type codes. One loop, since it runs for every visible job at
+    every tick."""
+    unit = string_unit
+    local: dict[ShapeKey, int] = {}
     shapes: list[Shape] = []
-    inverse = np.empty(len(jobs), dtype=np.intp)
-    for i, job in enumerate(jobs):
-        shape = arrays.shape(job)
-        at = local.get(id(shape))
+    inverse: list[int] = []
+    rows = []
+    for j in jobs:
+        key = (j.gpus, j.gpu_type, j.partition, j.cpus, j.mem_mb, j.nodes)
+        at = local.get(key)
         if at is None:
-            at = local[id(shape)] = len(shapes)
-            shapes.append(shape)
-        inverse[i] = at
-    return shapes, inverse
+            at = local[key] = len(shapes)
+            shapes.append(arrays.shape(j))
+        inverse.append(at)
+        limit = j.time_limit
+        rows.append(
+            (
+                j.id,
+                j.gpus,
+                limit if limit is not None else j.estimate,
+                j.submit,
+                j.cpus,
+                j.mem_mb,
+                unit(j.user),
+                unit(j.account),
+                unit(j.gpu_type or ""),
+            )
+        )
+    columns = tuple(np.array(rows, dtype=np.float64).reshape(len(jobs), 9).T)
+    return shapes, np.array(inverse, dtype=np.intp), columns
 
 
 def _ratio(num: Floats, den: Floats) -> Floats:
@@ -162,27 +193,6 @@ def _cff(elig: Floats, free: Floats, node_gpus: Floats) -> Floats:
     free_sum = elig @ free
     out: Floats = np.where(free_sum > 0, 1.0 - _ratio(elig @ whole, free_sum), 0.0)
     return out
-
-
-def _job_columns(jobs: Sequence[Job]) -> tuple[Floats, ...]:
-    """The per-job inputs in one pass over the jobs (ids are exact in float64 below 2**53): id, GPUs,
-    estimate, submit, asked CPUs, asked memory, and the user, account and GPU-type codes."""
-    unit = string_unit
-    rows = [
-        (
-            j.id,
-            j.gpus,
-            j.estimate,
-            j.submit,
-            j.cpus,
-            j.mem_mb,
-            unit(j.user),
-            unit(j.account),
-            unit(j.gpu_type or ""),
-        )
-        for j in jobs
-    ]
-    return tuple(np.array(rows, dtype=np.float64).reshape(len(jobs), 9).T)
 
 
 def _cpus_mem(
