@@ -27,7 +27,7 @@ from rltuned.rl.env import score
 from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import LoadedModel, load_model
 from rltuned.rl.validation import Validator, gap
-from rltuned.sim.metrics import Metrics, compute_metrics
+from rltuned.sim.metrics import Metrics
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -69,9 +69,7 @@ def _score(task: tuple[str, int]) -> tuple[str, int, Metrics]:
     model = _STATE["model"]
     assert isinstance(model, LoadedModel)
     validator = validators[next(iter(GUARDS)) if name == "base" else name]
-    draw, span = validator.windows[window]
-    chunk, warm = span.with_warmup(validator.draws[draw], validator.warmup)
-    return name, window, compute_metrics(validator.side(chunk, warm, None if name == "base" else model))
+    return name, window, validator.metrics(None if name == "base" else model, window)
 
 
 def main() -> None:

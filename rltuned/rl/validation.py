@@ -21,7 +21,7 @@ from rltuned.rl.env import reward, score
 from rltuned.rl.evaluate import make_side
 from rltuned.rl.export import LoadedModel, quiet_torchscript
 from rltuned.rl.splits import disjoint_windows, split_range
-from rltuned.sim.metrics import compute_metrics
+from rltuned.sim.metrics import Metrics, compute_metrics
 from rltuned.sim.simulator import SimConfig
 from rltuned.sim.ticks import TickSettings
 
@@ -52,9 +52,13 @@ class Validator:
         self.side = make_side(cluster, base, config)
 
     def score(self, model: LoadedModel | None, window: int) -> float:
+        return score(self.metrics(model, window), self.metric)
+
+    def metrics(self, model: LoadedModel | None, window: int) -> Metrics:
+        """Every measure of one validation window, for checks that read more than the chosen metric."""
         draw, span = self.windows[window]
         chunk, warm = span.with_warmup(self.draws[draw], self.warmup)
-        return score(compute_metrics(self.side(chunk, warm, model)), self.metric)
+        return compute_metrics(self.side(chunk, warm, model))
 
 
 def frozen(actor: nn.Module) -> LoadedModel:
