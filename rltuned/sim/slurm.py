@@ -430,9 +430,14 @@ class SlurmRun:
             self._ctx_at = (now, self._version)
         return self._ctx
 
+    def _priorities(self, entries: Sequence[_Job], now: float) -> list[int]:
+        """`priority` of each entry, a written one read inline: this runs several times a tick."""
+        priority = self.priority
+        return [e.fixed if e.fixed is not None else priority(e, now) for e in entries]
+
     def ordered(self, now: float) -> list[_Job]:
-        priority = self.priority  # a written priority is read inline: this runs several times a tick
-        keyed = [(-(e.fixed if e.fixed is not None else priority(e, now)), e.job.id, e) for e in self.queue]
+        queue = self.queue
+        keyed = [(-p, e.job.id, e) for p, e in zip(self._priorities(queue, now), queue, strict=True)]
         keyed.sort(key=itemgetter(0, 1))
         return [e for _, _, e in keyed]
 
@@ -531,11 +536,8 @@ class SlurmRun:
         """As the daemon builds it: squeue's jobs (time limits, Slurm's current priorities, no true
         runtimes), free capacity per node, the accounting's history as last read (every
         `history_interval_s`, as the daemon's engine reads sshare and sacct), and no origin."""
-        priority = self.priority
-        pending = []
-        for e in sorted(self.queue, key=_ARRIVAL):
-            value = e.fixed if e.fixed is not None else priority(e, now)
-            pending.append(e.shown_with if e.shown_with.priority == value else e.shown_at(value))
+        arrived = sorted(self.queue, key=_ARRIVAL)
+        pending = [e.shown_at(p) for e, p in zip(arrived, self._priorities(arrived, now), strict=True)]
         if self._shown_running[0] != self._version:  # the running set is shown as it was last time
             shown = (RunningJob(e.shown, e.start, e.alloc) for e in self.running.values())
             self._shown_running = (self._version, tuple(sorted(shown, key=lambda r: (r.start, r.job.id))))
