@@ -9,6 +9,9 @@ Slurm 22.05's scheduler defaults, interval 60 s, torch on one thread:
 - `base`, `model`: the daemon's default config (priority lever, OverSubscribe and steering on, so the
   MILP places the top jobs every tick), without a model and with the trace's shipped FCFS actor;
 - `train_base`, `train_model`: the configuration training runs by default (placement levers off);
+- `alone`, `train_alone`: `base` and `train_base` as `run_ticks` runs them without a model (the base side
+  of every evaluation and training's reward reference): a static base passes unchanged ticks as quiet
+  (the same schedule, `tests/sim/test_ticks.py`); ticks are not counted there;
 - `paper_easy`: the paper-replication loop's EASY run of the same windows (`Simulator.run`), the
   reference measured in the same process; `paper_milp`: the same with `--placement milp` (the solver
   places the top jobs at every scheduling pass).
@@ -40,13 +43,13 @@ from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel, load_model
 from rltuned.sim.runner import choose_windows
 from rltuned.sim.simulator import SimConfig, Simulator
-from rltuned.sim.ticks import TickEpisode, TickSettings
+from rltuned.sim.ticks import TickEpisode, TickSettings, run_ticks
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 MODEL = {"philly": MODELS / "philly-fcfs-bsld-ticks", "itp": MODELS / "itp-fcfs-bsld-ticks"}
-LOOPS = ("paper_easy", "paper_milp", "base", "model", "train_base", "train_model")
+LOOPS = ("paper_easy", "paper_milp", "base", "model", "train_base", "train_model", "alone", "train_alone")
 
 
 def main() -> None:
@@ -86,6 +89,8 @@ def main() -> None:
             t0 = time.perf_counter()
             if name.startswith("paper_"):
                 result = (paper if name == "paper_easy" else paper_milp).run(chunk, warm)
+            elif name.endswith("alone"):
+                result = run_ticks(cluster, chunk, warm, settings)
             else:
                 episode = TickEpisode(cluster, chunk, warm, settings)
                 while episode.result is None:

@@ -99,3 +99,11 @@ def unreadable_inputs(base: str) -> str | None:
 def readable_bases() -> tuple[str, ...]:
     """The base policies the daemon can serve, in `POLICY_INPUTS` order."""
     return tuple(name for name in POLICY_INPUTS if unreadable_inputs(name) is None)
+
+
+def time_invariant(base: str) -> bool:
+    """Whether base policy `base` ranks an unchanged queue the same at every tick: its key reads neither
+    the clock nor Slurm's accounting (which moves as running jobs accrue usage), only what a job
+    brought with it. The simulator lets such a base alone skip ticks where nothing changed
+    (`sim/ticks.run_ticks`). Raises KeyError for a name that is not a base policy."""
+    return not POLICY_INPUTS[base.lower()] & ({NOW} | HISTORY_INPUTS)

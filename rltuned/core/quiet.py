@@ -66,10 +66,14 @@ def signature(snapshot: ClusterSnapshot) -> Signature:
     """What a decision reads, but the clock: the pending jobs' requests (not their priorities, which
     Slurm's multifactor ages and which the daemon itself writes), the running jobs, the free resources
     per node (a drained or downed node shows none) and the nodes themselves. Kept whole, not hashed, so
-    that no two states compare equal by accident."""
+    that no two states compare equal by accident. The last snapshot's is kept: a tick that `due` found
+    changed is `remember`ed next, on the same snapshot."""
+    last = _SIGNED[0]
+    if last[0] is snapshot:
+        return last[1]
     pending = tuple(map(_REQUEST, snapshot.pending))
     running = tuple(r.job.id for r in snapshot.running)
-    return (
+    signed = (
         pending,
         running,
         snapshot.free_gpus,
@@ -77,6 +81,13 @@ def signature(snapshot: ClusterSnapshot) -> Signature:
         snapshot.free_mem_mb,
         snapshot.cluster.nodes,
     )
+    _SIGNED[0] = (snapshot, signed)
+    return signed
+
+
+_SIGNED: list[tuple[ClusterSnapshot | None, Signature]] = [(None, ())]
+"""The last snapshot signed and its signature, as one tuple (read and replaced whole; the snapshot is
+held, so its identity cannot be reused)."""
 
 
 def remember(
@@ -104,7 +115,7 @@ def due(snapshot: ClusterSnapshot, refresh_s: float, written: Written) -> bool:
         return True
     if snapshot.now >= last.due_at - EARLY_S:
         return True
-    owned = written.owned_priorities()
-    if any(j.id in owned and owned[j.id] != j.priority for j in snapshot.pending):
+    get = written.get
+    if any((mine := get(j.id).priority) is not None and mine != j.priority for j in snapshot.pending):
         return True
     return signature(snapshot) != last.signature

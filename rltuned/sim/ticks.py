@@ -8,11 +8,12 @@ sides of an evaluation go through it; the base side simply has no model, as a da
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from rltuned.core import CoreSettings, Decision, Written, decide
-from rltuned.core.inputs import unreadable_inputs
+from rltuned.core.inputs import time_invariant, unreadable_inputs
 from rltuned.core.plan import Pins
 from rltuned.core.quiet import due, remember
 from rltuned.daemon.pacing import Pacer
@@ -101,6 +102,14 @@ class TickEpisode:
             return False
         return not due(self.snapshot, self.settings.core.refresh_s, self.written)
 
+    @property
+    def all_fixed(self) -> bool:
+        """Under the priority lever, every pending job carries a priority rltuned wrote (`run_ticks`)."""
+        if self.snapshot is None or self.settings.core.lever.kind != "priority":
+            return True
+        get = self.written.get
+        return all(get(j.id).priority is not None for j in self.snapshot.pending)
+
     def pass_quiet(self) -> None:
         if self.snapshot is None:
             raise RuntimeError("the episode is over")
@@ -161,8 +170,26 @@ def run_ticks(
     settings: TickSettings,
     model: LoadedModel | None = None,
 ) -> SimResult:
-    """The daemon (with `model`, or on its base policy alone) over Slurm, start to finish."""
+    """The daemon (with `model`, or on its base policy alone) over Slurm, start to finish.
+
+    On its base alone, a time-invariant base (`core/inputs.time_invariant`: FCFS, SJF, SAF) ranks an
+    unchanged queue as at the last decision and the guard has nothing to bound, so a tick where nothing
+    changed (`core/quiet.py`, with no refresh) after a decision whose whole plan was written would plan
+    no write; such ticks are passed instead of planned again (most ticks of a busy window; the reward's
+    reference in training and every base side of an evaluation run here). With the priority lever they
+    must also have every pending job fixed at a value rltuned wrote: a job whose multifactor priority
+    happened to equal its target was not written, and ages until a decision writes it. A MILP solve
+    that times out is the one way two runs of a tick can differ (`placement/milp.py`), with or without
+    this."""
+    skips = model is None and time_invariant(settings.base)
+    if skips:
+        settings = replace(settings, core=replace(settings.core, refresh_s=math.inf))
     episode = TickEpisode(cluster, jobs, warmup, settings)
     while episode.result is None:
-        episode.step(model)
+        if not skips:
+            episode.step(model)
+        elif episode.quiet and episode.all_fixed:
+            episode.pass_quiet()
+        else:
+            episode.apply(episode.decide(None))
     return episode.result

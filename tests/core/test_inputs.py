@@ -12,6 +12,7 @@ from rltuned.core.inputs import (
     POLICY_INPUTS,
     READABLE_FROM_SLURM,
     readable_bases,
+    time_invariant,
     unreadable_inputs,
 )
 from rltuned.domain import History, PriorityContext
@@ -82,3 +83,23 @@ def test_the_listed_inputs_are_what_the_policy_reads(base: str) -> None:
     in_sim = [policy.key(j, filled) for j in jobs]
     reads_more = bool(POLICY_INPUTS[base] & {FAIRSHARE_USAGE, PAST_RUNTIMES, ORIGIN})
     assert (on_slurm != in_sim) == reads_more
+
+
+@pytest.mark.parametrize("base", list(POLICIES))
+def test_a_time_invariant_base_keys_the_same_as_the_clock_and_the_accounting_move(base: str) -> None:
+    """`time_invariant` lets the simulator skip a base's unchanged ticks: it must hold exactly for the
+    policies whose keys do not move when time passes and usage accrues."""
+    jobs = [
+        job(1, 1_000.0, 1, 600.0, user="u1", account="a"),
+        job(2, 5_000.0, 4, 60.0, user="u2", account="b"),
+        job(3, 9_000.0, 2, 3_600.0, user="u3", account="a"),
+    ]
+    then = PriorityContext(NOW, 16)
+    later = PriorityContext(
+        NOW + 86_400.0,
+        16,
+        History(usage={"a": 9_000.0, "b": 10.0}, mean_runtime_by_user={"u1": 30.0, "u2": 7_200.0}),
+    )
+    policy = make_policy(base)
+    moved = [policy.key(j, then) for j in jobs] != [policy.key(j, later) for j in jobs]
+    assert time_invariant(base) is not moved

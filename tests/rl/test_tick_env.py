@@ -14,7 +14,7 @@ from rltuned.rl.evaluate import compare
 from rltuned.rl.tick_env import TickEnv
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.runner import Window
-from rltuned.sim.ticks import TickSettings, run_ticks
+from rltuned.sim.ticks import TickEpisode, TickSettings, run_ticks
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -84,7 +84,6 @@ def test_the_loop_refuses_a_base_the_daemon_cannot_serve(base: str) -> None:
 def test_the_simulated_daemon_sends_only_what_its_pacing_allows_in_a_tick() -> None:
     """As `Engine.apply`: a burst, then `writes_per_s` until half the interval; the rest waits for the
     next tick's plan (which plans them again)."""
-    from rltuned.sim.ticks import TickEpisode
 
     small = load_cluster("paper-testbed")  # 13 GPUs: Philly's arrivals queue up
     paced = TickEpisode(small, philly(300), 0, TickSettings(base="sjf", writes_per_s=0.1, write_burst=3))
@@ -129,7 +128,14 @@ def test_quiet_ticks_change_no_time_invariant_base_and_are_no_actions() -> None:
     every = TickSettings(base="sjf")
     quiet = TickSettings(base="sjf", core=replace(every.core, refresh_s=600.0))
     window, warm = Window(400, 600).with_warmup(jobs, 200)
-    assert run_ticks(CLUSTER, window, warm, quiet).records == run_ticks(CLUSTER, window, warm, every).records
+
+    def records(settings: TickSettings) -> tuple:  # type: ignore[type-arg]
+        episode = TickEpisode(CLUSTER, window, warm, settings)  # as the daemon, not `run_ticks`'s shortcut
+        while episode.result is None:
+            episode.step(None)
+        return episode.result.records
+
+    assert records(quiet) == records(every)
 
     def actions(settings: TickSettings) -> int:
         env = TickEnv(jobs, CLUSTER, settings, "bsld", window=200, warmup=200, reward_mode="dense")
