@@ -58,29 +58,28 @@ def test_without_the_accounting_the_history_bases_are_refused(monkeypatch: pytes
     assert unreadable_inputs("sjf") is None
 
 
+JOBS = [
+    job(1, 1_000.0, 1, 600.0, user="u1", account="a"),
+    job(2, 5_000.0, 4, 60.0, user="u2", account="b"),
+    job(3, 9_000.0, 2, 3_600.0, user="u3", account="a"),
+]
+ACCRUED = History(
+    usage={"a": 9_000.0, "b": 10.0},
+    mean_runtime_by_user={"u1": 30.0, "u2": 7_200.0},
+    mean_runtime_by_account={"a": 100.0},
+)
+"""What Slurm's accounting (sshare, sacct) would hold for `JOBS`' users and accounts."""
+
+
 @pytest.mark.parametrize("base", list(POLICIES))
 def test_the_listed_inputs_are_what_the_policy_reads(base: str) -> None:
     """A Slurm snapshot has an empty history and origin 0: a policy's keys change when those are filled
     exactly when its listed inputs include them."""
-    jobs = [
-        job(1, 1_000.0, 1, 600.0, user="u1", account="a"),
-        job(2, 5_000.0, 4, 60.0, user="u2", account="b"),
-        job(3, 9_000.0, 2, 3_600.0, user="u3", account="a"),
-    ]
     slurm = PriorityContext(NOW, 16)
-    filled = PriorityContext(
-        NOW,
-        16,
-        History(
-            usage={"a": 9_000.0, "b": 10.0},
-            mean_runtime_by_user={"u1": 30.0, "u2": 7_200.0},
-            mean_runtime_by_account={"a": 100.0},
-        ),
-        origin=900.0,
-    )
+    filled = PriorityContext(NOW, 16, ACCRUED, origin=900.0)
     policy = make_policy(base)
-    on_slurm = [policy.key(j, slurm) for j in jobs]
-    in_sim = [policy.key(j, filled) for j in jobs]
+    on_slurm = [policy.key(j, slurm) for j in JOBS]
+    in_sim = [policy.key(j, filled) for j in JOBS]
     reads_more = bool(POLICY_INPUTS[base] & {FAIRSHARE_USAGE, PAST_RUNTIMES, ORIGIN})
     assert (on_slurm != in_sim) == reads_more
 
@@ -89,17 +88,8 @@ def test_the_listed_inputs_are_what_the_policy_reads(base: str) -> None:
 def test_a_time_invariant_base_keys_the_same_as_the_clock_and_the_accounting_move(base: str) -> None:
     """`time_invariant` lets the simulator skip a base's unchanged ticks: it must hold exactly for the
     policies whose keys do not move when time passes and usage accrues."""
-    jobs = [
-        job(1, 1_000.0, 1, 600.0, user="u1", account="a"),
-        job(2, 5_000.0, 4, 60.0, user="u2", account="b"),
-        job(3, 9_000.0, 2, 3_600.0, user="u3", account="a"),
-    ]
     then = PriorityContext(NOW, 16)
-    later = PriorityContext(
-        NOW + 86_400.0,
-        16,
-        History(usage={"a": 9_000.0, "b": 10.0}, mean_runtime_by_user={"u1": 30.0, "u2": 7_200.0}),
-    )
+    later = PriorityContext(NOW + 86_400.0, 16, ACCRUED)
     policy = make_policy(base)
-    moved = [policy.key(j, then) for j in jobs] != [policy.key(j, later) for j in jobs]
+    moved = [policy.key(j, then) for j in JOBS] != [policy.key(j, later) for j in JOBS]
     assert time_invariant(base) is not moved
