@@ -10,7 +10,7 @@ Slurm 22.05's scheduler defaults, interval 60 s, torch on one thread:
   MILP places the top jobs every tick), without a model and with the trace's shipped FCFS actor;
 - `train_base`, `train_model`: the configuration training runs by default (placement levers off);
 - `alone`, `train_alone`: `base` and `train_base` as `run_ticks` runs them without a model (the base side
-  of every evaluation and training's reward reference): a static base passes unchanged ticks as quiet
+  of every evaluation and training's reward reference): a time-invariant base passes unchanged ticks
   (the same schedule, `tests/sim/test_ticks.py`); ticks are not counted there;
 - `paper_easy`: the paper-replication loop's EASY run of the same windows (`Simulator.run`), the
   reference measured in the same process; `paper_milp`: the same with `--placement milp` (the solver

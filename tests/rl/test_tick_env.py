@@ -84,7 +84,6 @@ def test_the_loop_refuses_a_base_the_daemon_cannot_serve(base: str) -> None:
 def test_the_simulated_daemon_sends_only_what_its_pacing_allows_in_a_tick() -> None:
     """As `Engine.apply`: a burst, then `writes_per_s` until half the interval; the rest waits for the
     next tick's plan (which plans them again)."""
-
     small = load_cluster("paper-testbed")  # 13 GPUs: Philly's arrivals queue up
     paced = TickEpisode(small, philly(300), 0, TickSettings(base="sjf", writes_per_s=0.1, write_burst=3))
     sent = []
