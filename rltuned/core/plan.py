@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from functools import cached_property, partial
 from typing import Any, Protocol
@@ -53,10 +54,18 @@ _FIELDS = frozenset(f.name for f in fields(Change))
 
 class Written:
     """What rltuned has written on which job: the daemon's ledger keeps it on disk (`daemon/ledger.py`),
-    the simulator in memory. The planner reads it to keep churn low; appliers record into it."""
+    the simulator in memory. The planner reads it to keep churn low; appliers record into it.
+
+    Every tick reads which jobs carry a priority rltuned wrote and which it steered, over a ledger of
+    hundreds of jobs (a training episode's sampled rankings rewrite most of them), so both are kept as
+    indexes beside the changes; every change goes through `_put`, `forget` or `_clear`, which keep them."""
 
     def __init__(self, changes: Mapping[int, Change] | None = None) -> None:
-        self._changes: dict[int, Change] = dict(changes or {})
+        self._changes: dict[int, Change] = {}
+        self._priorities: dict[int, int] = {}
+        self._steered: set[int] = set()
+        for job_id, change in (changes or {}).items():
+            self._put(job_id, change)
         self.displaced_since: Mapping[int, float] = {}
         """The starvation guard's clock (`core/guard.py`): since when each job has been pushed far below
         its base rank. Committed by the applier from each tick's decision."""
@@ -65,6 +74,22 @@ class Written:
 
     def get(self, job_id: int) -> Change:
         return self._changes.get(job_id, UNTOUCHED)
+
+    def _put(self, job_id: int, change: Change) -> None:
+        self._changes[job_id] = change
+        if change.priority is None:
+            self._priorities.pop(job_id, None)
+        else:
+            self._priorities[job_id] = change.priority
+        if change.excluded_nodes:
+            self._steered.add(job_id)
+        else:
+            self._steered.discard(job_id)
+
+    def _clear(self) -> None:
+        self._changes.clear()
+        self._priorities.clear()
+        self._steered.clear()
 
     def record(self, job_id: int, **values: Any) -> None:
         """`replace(change, **values)` without its generic cost: a simulated tick records tens of accepted
@@ -75,21 +100,29 @@ class Written:
         new = object.__new__(Change)
         new.__dict__.update(self.get(job_id).__dict__)
         new.__dict__.update(values)
-        self._changes[job_id] = new
+        self._put(job_id, new)
 
     def record_applied(self, action: Action) -> None:
         """An update Slurm accepted; a cleared ExcNodeList is recorded as never set."""
-        cleared = action.kind == "excluded_nodes" and action.value == ""
-        self.record(action.job_id, **{action.kind: None if cleared else action.value})
+        kind = action.kind
+        if kind not in _FIELDS:
+            raise TypeError(f"Change has no field {kind!r}")
+        new = object.__new__(Change)
+        values = new.__dict__
+        values.update(self.get(action.job_id).__dict__)
+        values[kind] = None if kind == "excluded_nodes" and action.value == "" else action.value
+        self._put(action.job_id, new)
 
     def forget(self, job_id: int) -> None:
         self._changes.pop(job_id, None)
+        self._priorities.pop(job_id, None)
+        self._steered.discard(job_id)
 
     def keep_only(self, job_ids: Collection[int]) -> int:
         """Drop jobs Slurm no longer lists; returns how many were dropped."""
         gone = [j for j in self._changes if j not in job_ids]
         for job_id in gone:
-            del self._changes[job_id]
+            self.forget(job_id)
         self.displaced_since = {j: t for j, t in self.displaced_since.items() if j in job_ids}
         return len(gone)
 
@@ -99,12 +132,15 @@ class Written:
     def __len__(self) -> int:
         return len(self._changes)
 
-    def steered(self) -> set[int]:
-        """Jobs rltuned has set an ExcNodeList on (to clear once they are no longer placed)."""
-        return {j for j, c in self._changes.items() if c.excluded_nodes}
+    def steered(self) -> AbstractSet[int]:
+        """Jobs rltuned has set an ExcNodeList on (to clear once they are no longer placed). The index
+        itself: read it before recording anything."""
+        return self._steered
 
     def owned_priorities(self) -> Mapping[int, int]:
-        return {j: c.priority for j, c in self._changes.items() if c.priority is not None}
+        """The priority rltuned wrote on each job that has one. The index itself: read it before
+        recording anything."""
+        return self._priorities
 
 
 class Pins(Protocol):
@@ -148,7 +184,7 @@ class JobPlan:
     pack: bool | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Action:
     job_id: int
     kind: str
@@ -159,6 +195,19 @@ class Action:
     """What the ledger records once Slurm accepted it."""
     needs_pending: bool = False
     """Placement levers: re-check that the job is still pending just before writing."""
+
+    def __init__(
+        self,
+        job_id: int,
+        kind: str,
+        fields: tuple[tuple[str, str], ...],
+        value: int | bool | str,
+        needs_pending: bool = False,
+    ) -> None:
+        """The frozen dataclass's own `__init__` sets each field through `object.__setattr__`, three
+        times this cost; a training tick plans about a hundred actions (a sampled ranking moves most of
+        the queue)."""
+        vars(self).update(job_id=job_id, kind=kind, fields=fields, value=value, needs_pending=needs_pending)
 
 
 @dataclass(frozen=True)
@@ -282,8 +331,11 @@ def priority_targets(
     n = len(order)
     if n == 0:
         return {}
-    ours = [(i, owned[j]) for i, j in enumerate(order) if j in owned and current.get(j) == owned[j]]
-    inside = [(i, value) for i, value in ours if low <= value <= high]
+    inside = [
+        (i, value)
+        for i, j in enumerate(order)
+        if (value := owned.get(j)) is not None and current.get(j) == value and low <= value <= high
+    ]
     in_order = all(a[1] > b[1] for a, b in itertools.pairwise(inside))  # an unchanged plan: all of it
     keep = inside if in_order else _longest_decreasing(inside)
     if not keep:

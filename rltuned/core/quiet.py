@@ -115,7 +115,7 @@ def due(snapshot: ClusterSnapshot, refresh_s: float, written: Written) -> bool:
         return True
     if snapshot.now >= last.due_at - EARLY_S:
         return True
-    get = written.get
-    if any((mine := get(j.id).priority) is not None and mine != j.priority for j in snapshot.pending):
+    get = written.owned_priorities().get
+    if any((mine := get(j.id)) is not None and mine != j.priority for j in snapshot.pending):
         return True
     return signature(snapshot) != last.signature

@@ -112,7 +112,7 @@ class Ledger(Written):
                 doc = json.loads(path.read_text())
                 jobs = doc["jobs"]
                 for job_id, values in jobs.items():
-                    self._changes[int(job_id)] = Change(**values)
+                    self._put(int(job_id), Change(**values))
                 self.displaced_since = {int(j): float(t) for j, t in doc.get("displaced_since", {}).items()}
                 self.unaccounted = doc.get("unaccounted")
             if self._wal is not None and self._wal.exists():
@@ -145,7 +145,7 @@ class Ledger(Written):
 
     def _move_aside(self, path: Path, exc: Exception) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        self._changes.clear()
+        self._clear()
         self.displaced_since = {}
         moved: list[Path] = []
         for source in (path, self._wal):
@@ -176,7 +176,7 @@ class Ledger(Written):
         if change == Change():
             self.forget(job_id)
         else:
-            self._changes[job_id] = change
+            self._put(job_id, change)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -107,8 +107,8 @@ class TickEpisode:
         """Under the priority lever, every pending job carries a priority rltuned wrote (`run_ticks`)."""
         if self.snapshot is None or self.settings.core.lever.kind != "priority":
             return True
-        get = self.written.get
-        return all(get(j.id).priority is not None for j in self.snapshot.pending)
+        owned = self.written.owned_priorities()
+        return all(j.id in owned for j in self.snapshot.pending)
 
     def pass_quiet(self) -> None:
         if self.snapshot is None:

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rltuned.core.plan import priority_targets
+from rltuned.core.plan import Action, Written, priority_targets
 
 LOW, HIGH, STEP = 1_000, 10_000_000, 1_000
 
@@ -73,3 +73,38 @@ def test_a_narrow_band_still_orders_when_it_can(n: int) -> None:
     order = list(range(n))
     targets = priority_targets(order, {}, {}, 1, n, 1000)
     assert _strictly_decreasing(order, targets)
+
+
+_OPS = st.one_of(
+    st.tuples(
+        st.just("write"), st.integers(0, 9), st.sampled_from(["priority", "site_factor"]), st.integers(1, 5)
+    ),
+    st.tuples(st.just("steer"), st.integers(0, 9), st.sampled_from(["", "a[1-2]", "b1"])),
+    st.tuples(st.just("unset"), st.integers(0, 9), st.sampled_from(["priority", "excluded_nodes"])),
+    st.tuples(st.just("forget"), st.integers(0, 9)),
+    st.tuples(st.just("keep_only"), st.frozensets(st.integers(0, 9))),
+)
+
+
+@given(st.lists(_OPS, max_size=40))
+def test_the_ledgers_indexes_always_agree_with_its_changes(ops: list[tuple[object, ...]]) -> None:
+    """The planner and the quiet check read which jobs carry a written priority and which are steered
+    from indexes kept beside the changes; a stale index would keep a value Slurm no longer shows, or
+    leave a node list in place."""
+    written = Written()
+    for op in ops:
+        match op:
+            case ("write", int(job), str(kind), int(value)):
+                written.record_applied(Action(job, kind, (), value))
+            case ("steer", int(job), str(nodes)):
+                written.record_applied(Action(job, "excluded_nodes", (), nodes))
+            case ("unset", int(job), str(kind)):
+                written.record(job, **{kind: None})
+            case ("forget", int(job)):
+                written.forget(job)
+            case ("keep_only", frozenset() as keep):
+                written.keep_only(keep)
+        changes = dict(written.items())
+        owned = {j: c.priority for j, c in changes.items() if c.priority is not None}
+        assert written.owned_priorities() == owned
+        assert written.steered() == {j for j, c in changes.items() if c.excluded_nodes}

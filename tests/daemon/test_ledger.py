@@ -65,7 +65,10 @@ def test_a_version_1_ledger_still_loads(tmp_path: Path) -> None:
     body = {"version": 1, "jobs": {"5": {"priority": 7000, "site_factor": None, "oversubscribe": None,
                                          "excluded_nodes": None}}}  # fmt: skip
     (tmp_path / LEDGER_FILE).write_text(json.dumps(body))
-    assert Ledger.in_dir(tmp_path).get(5).priority == 7000
+    ledger = Ledger.in_dir(tmp_path)
+    assert ledger.get(5).priority == 7000 and ledger.owned_priorities() == {5: 7000}
+    ledger.forget_lever(5, "priority")  # what reset does once the priority is undone
+    assert ledger.owned_priorities() == {} and len(ledger) == 0
 
 
 def test_a_corrupt_ledger_is_moved_aside_and_reset_undoes_what_slurm_shows_in_band(tmp_path: Path) -> None:
