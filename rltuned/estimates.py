@@ -28,6 +28,15 @@ from rltuned.errors import UsageError
 MODELS = ("auto", "trace", "exact", "swf-ratio", "qssf-noise")
 UNDRAWN = frozenset({"exact", "trace"})
 """Estimate models with nothing to draw: every seed gives the same limits."""
+
+
+def draw_seeds(resolved: str, first: int, count: int) -> range:
+    """The estimate seeds a model is validated on (`--validation-estimate-seeds`): its training draw
+    `first` and the next `count - 1`; one for a model with nothing to draw (`resolved`: the estimate
+    model after `auto`), whose other seeds would repeat the same windows."""
+    return range(first, first + (1 if resolved in UNDRAWN else max(count, 1)))
+
+
 MIN_ESTIMATE_S = 1.0
 MIN_RATIO = 1e-3  # a limit 1000x the runtime is as loose as real logs get once outliers are cut
 

@@ -20,13 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from rltuned.clusters import load_cluster
-from rltuned.estimates import apply_estimates
-from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import LoadedModel, load_model, quiet_torchscript
-from rltuned.rl.validation import Validator, gap
-from rltuned.traces import load_trace
-from rltuned.traces.bundled import resolve_trace
+from rltuned.rl.validation import Validator, gap, model_validator
 
 
 class Ensemble(nn.Module):
@@ -55,16 +50,7 @@ _STATE: dict[str, object] = {}
 def _setup(dirs: list[str]) -> None:
     torch.set_num_threads(1)
     models = [load_model(d) for d in dirs]
-    m = models[0].manifest
-    draws = [
-        apply_estimates(load_trace(resolve_trace(m["trace"])).jobs, m["estimates"], m["estimates_seed"] + k)[
-            0
-        ]
-        for k in range(int(m.get("validation_estimate_seeds", 1)))
-    ]
-    config = tick_settings_of(m, m["base"])
-    _STATE["validator"] = Validator(draws, load_cluster(m["cluster"]), m["base"], config, int(m["warmup"]),
-                                    m["metric"], m.get("validation_window"))  # fmt: skip
+    _STATE["validator"] = model_validator(models[0].manifest)
     _STATE["sides"] = {
         "base": None,
         **{d: x for d, x in zip(dirs, models, strict=True)},

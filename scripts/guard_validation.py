@@ -20,16 +20,12 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from rltuned.clusters import load_cluster
 from rltuned.core.guard import GuardSettings
-from rltuned.estimates import apply_estimates
 from rltuned.rl.env import score
-from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import LoadedModel, load_model
-from rltuned.rl.validation import Validator, gap
+from rltuned.rl.validation import gap, model_validator
 from rltuned.sim.metrics import Metrics
-from rltuned.traces import load_trace
-from rltuned.traces.bundled import resolve_trace
+from rltuned.sim.ticks import TickSettings
 
 HOUR = 3600.0
 GUARDS: dict[str, GuardSettings] = {
@@ -46,20 +42,14 @@ _STATE: dict[str, object] = {}
 def _setup(model_dir: str) -> None:
     torch.set_num_threads(1)
     model = load_model(model_dir)
-    m = model.manifest
-    trace = load_trace(resolve_trace(m["trace"])).jobs
-    seeds = range(int(m.get("validation_estimate_seeds", 1)))
-    draws = [apply_estimates(trace, m["estimates"], m["estimates_seed"] + k)[0] for k in seeds]
-    settings = tick_settings_of(m, m["base"])
-    cluster = load_cluster(m["cluster"])
+    validator = model_validator(model.manifest)
+    assert isinstance(validator.config, TickSettings)
+    core = validator.config.core
     _STATE["model"] = model
-    validators = {}
-    for name, guard in GUARDS.items():
-        guarded = replace(settings, core=replace(settings.core, guard=guard))
-        validators[name] = Validator(
-            draws, cluster, m["base"], guarded, int(m["warmup"]), m["metric"], m.get("validation_window")
-        )
-    _STATE["validators"] = validators
+    _STATE["validators"] = {
+        name: validator.under(replace(validator.config, core=replace(core, guard=guard)))
+        for name, guard in GUARDS.items()
+    }
 
 
 def _score(task: tuple[str, int]) -> tuple[str, int, Metrics]:

@@ -23,7 +23,7 @@ from rltuned.clusters import load_cluster
 from rltuned.core.guard import GuardSettings
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError
-from rltuned.estimates import UNDRAWN, apply_estimates
+from rltuned.estimates import apply_estimates, draw_seeds
 from rltuned.rl import LOOPS
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.args import Args
@@ -81,10 +81,8 @@ def make_validator(args: Args) -> Validator:
     """The validation split's windows in the training loop, warmed up like the training episodes."""
     jobs, cluster = _trace_and_cluster(args)
     config = tick_settings(args) if args.loop == "ticks" else loop_config(args)
-    draws = [jobs]
-    if args.validation_estimate_seeds > 1 and args.extra["estimates_resolved"] not in UNDRAWN:
-        seeds = range(args.estimates_seed + 1, args.estimates_seed + args.validation_estimate_seeds)
-        draws += [_estimated_jobs(args.trace, args.estimates, s)[0] for s in seeds]
+    seeds = draw_seeds(args.extra["estimates_resolved"], args.estimates_seed, args.validation_estimate_seeds)
+    draws = [jobs, *(_estimated_jobs(args.trace, args.estimates, s)[0] for s in seeds[1:])]
     return Validator(draws, cluster, args.base, config, args.warmup, args.metric, args.validation_window)
 
 

@@ -9,21 +9,27 @@ The test split is never read here.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from rltuned.clusters import load_cluster
 from rltuned.domain import ClusterSpec, Job
+from rltuned.errors import UsageError
+from rltuned.estimates import apply_estimates, draw_seeds
 from rltuned.rl.env import reward, score
-from rltuned.rl.evaluate import make_side
+from rltuned.rl.evaluate import make_side, tick_settings_of
 from rltuned.rl.export import LoadedModel, quiet_torchscript
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.sim.metrics import Metrics, compute_metrics
 from rltuned.sim.simulator import SimConfig
 from rltuned.sim.ticks import TickSettings
+from rltuned.traces import load_trace
+from rltuned.traces.bundled import resolve_trace
 
 
 class Validator:
@@ -47,9 +53,19 @@ class Validator:
         self.draws = [list(jobs) for jobs in draws]
         split = disjoint_windows(split_range(len(self.draws[0]), "validation"), window)
         self.windows = [(d, w) for d in range(len(self.draws)) for w in split]
+        self.cluster = cluster
+        self.base = base
+        self.config = config
         self.warmup = warmup
         self.metric = metric
         self.side = make_side(cluster, base, config)
+
+    def under(self, config: TickSettings | SimConfig) -> Validator:
+        """The same windows and draws in another loop configuration (another guard, say)."""
+        other = copy.copy(self)
+        other.config = config
+        other.side = make_side(self.cluster, self.base, config)
+        return other
 
     def score(self, model: LoadedModel | None, window: int) -> float:
         return score(self.metrics(model, window), self.metric)
@@ -59,6 +75,34 @@ class Validator:
         draw, span = self.windows[window]
         chunk, warm = span.with_warmup(self.draws[draw], self.warmup)
         return compute_metrics(self.side(chunk, warm, model))
+
+
+def model_validator(manifest: Mapping[str, Any]) -> Validator:
+    """The validator a model trained in the daemon's loop was chosen with, rebuilt from its manifest: its
+    trace with the draws of the estimate noise it was validated on (`draw_seeds`, as the trainer draws
+    them), its cluster, base, loop settings, warm-up, metric and windows. For checks on validation
+    after training (scripts/guard_validation.py, scripts/ensemble_validation.py)."""
+    if manifest.get("loop") != "ticks":
+        raise UsageError(
+            f"the model was trained in the {manifest.get('loop', 'paper')!r} loop, not the daemon's"
+        )
+    estimates = str(manifest["estimates"])
+    resolved = str(manifest.get("estimates_resolved", estimates))
+    seeds = draw_seeds(
+        resolved, int(manifest["estimates_seed"]), int(manifest.get("validation_estimate_seeds") or 1)
+    )
+    trace = load_trace(resolve_trace(str(manifest["trace"]))).jobs
+    base = str(manifest["base"])
+    window = manifest.get("validation_window")
+    return Validator(
+        [apply_estimates(trace, estimates, seed)[0] for seed in seeds],
+        load_cluster(str(manifest["cluster"])),
+        base,
+        tick_settings_of(manifest, base),
+        int(manifest["warmup"]),
+        str(manifest["metric"]),
+        None if window is None else int(window),
+    )
 
 
 def frozen(actor: nn.Module) -> LoadedModel:

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from rltuned.errors import UsageError
-from rltuned.estimates import apply_estimates
+from rltuned.estimates import apply_estimates, draw_seeds
 from rltuned.rl import ppo
 from rltuned.rl.args import Args
-from rltuned.rl.validation import Validator, gap
+from rltuned.rl.export import load_model
+from rltuned.rl.validation import Validator, gap, model_validator
 from rltuned.traces import load_trace
 
 
@@ -63,3 +64,34 @@ def test_validation_runs_every_window_on_each_draw_of_the_estimate_noise(burst: 
 
 def test_exact_estimates_have_one_draw(burst: tuple[Path, Path]) -> None:
     assert len(validator_for(burst, "exact", 3).windows) == len(validator_for(burst, "exact", 1).windows)
+
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+
+
+@pytest.mark.parametrize(
+    ("model", "draws", "windows"), [("wagap-fcfs-bsld-ticks", 1, 6), ("philly-sjf-bsld", 3, 7)]
+)
+def test_a_shipped_models_validator_rebuilt_from_its_manifest_is_the_one_it_was_chosen_with(
+    model: str, draws: int, windows: int
+) -> None:
+    """Checks run on validation after training (another guard, an ensemble) must score the windows and
+    draws the checkpoint was chosen on: wagap's limits are the log's own (one draw whatever the flag),
+    Philly's model was validated on three draws of the noise."""
+    manifest = load_model(MODELS / model).manifest
+    validator = model_validator(manifest)
+    assert len(validator.draws) == draws and len(validator.windows) == draws * windows
+    assert len(manifest["validation_base_scores"]) == len(validator.windows)
+    assert validator.score(None, 0) == manifest["validation_base_scores"][0]
+    assert validator.score(None, len(validator.windows) - 1) == manifest["validation_base_scores"][-1]
+
+
+def test_a_paper_loop_manifest_has_no_daemon_loop_validator() -> None:
+    with pytest.raises(UsageError, match="'paper' loop"):
+        model_validator({"loop": "paper"})
+
+
+def test_draws_repeat_nothing_for_limits_without_noise() -> None:
+    assert draw_seeds("qssf-noise", 4, 3) == range(4, 7)
+    assert draw_seeds("exact", 4, 3) == draw_seeds("trace", 4, 3) == range(4, 5)
+    assert draw_seeds("qssf-noise", 0, 0) == range(0, 1)
