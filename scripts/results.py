@@ -36,7 +36,7 @@ import torch
 import rltuned
 from rltuned.clusters import load_cluster
 from rltuned.domain import Job
-from rltuned.estimates import UNDRAWN, apply_estimates
+from rltuned.estimates import UNDRAWN, apply_estimates, draw_seeds
 from rltuned.policies.multifactor import Multifactor
 from rltuned.rl.env import METRICS as METRIC_KEY
 from rltuned.rl.evaluate import LOWER_IS_BETTER, make_side, tick_settings_of
@@ -352,8 +352,8 @@ def windows(model_dir: str, split: str) -> int:
 def validation_draws(m: dict[str, Any]) -> list[int]:
     """The estimate draws the model was validated on (`--validation-estimate-seeds`), which choose the
     heuristic to beat as well."""
-    first = int(m.get("estimates_seed", 0))
-    return [first + k for k in range(int(m.get("validation_estimate_seeds", 1)) if noisy(m) else 1)]
+    count = int(m.get("validation_estimate_seeds") or 1)
+    return list(draw_seeds(resolved_estimates(m), int(m.get("estimates_seed", 0)), count))
 
 
 def resolved_estimates(m: dict[str, Any]) -> str:
