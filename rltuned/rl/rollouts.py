@@ -59,7 +59,7 @@ def run_episode(env: Env, agent: ActorCritic, seed: int) -> Rollout:
     info: dict[str, float] = {}
     while not done:
         actor, mask, critic = (torch.from_numpy(np.array(obs[k])) for k in ("actor", "mask", "critic"))
-        with torch.no_grad():
+        with torch.inference_mode():  # no autograd state at all: a few us less per call, same numbers
             action, logp, value = agent.act(actor, mask, critic, env.ranks, generator)
         ro.actor.append(np.array(obs["actor"]))
         ro.mask.append(np.array(obs["mask"]))

@@ -373,3 +373,39 @@ def backfill_pass(
         if at == now:
             started[j] = count
     return started, size
+
+
+@njit(cache=True)
+def build_profile(
+    now: float,
+    resolution: float,
+    ends: npt.NDArray[np.float64],
+    slices: npt.NDArray[np.int64],
+    free: npt.NDArray[np.int64],
+    room: int,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], int]:
+    """A backfill pass's starting profile (`slurm.Profile`): row 0 is now with the free capacity (`free`:
+    GPUs, CPUs and memory per node), then one row per distinct end of the running jobs' time limits,
+    each adding back what its slices hold; arrays with `2 * size + room` spare rows. One call per pass
+    instead of a dozen numpy calls (three `np.add.at`) on a few hundred slices, at every pass."""
+    at = ends.copy()  # will_run reads the running jobs' end times as they are
+    past = grid(now + resolution / 2, resolution)  # past its limit, still running: the next point
+    for i in range(len(at)):
+        if at[i] <= now:
+            at[i] = past
+    times = np.unique(at)
+    size = 1 + len(times)
+    total = 3 * size + room
+    t = np.zeros(total)
+    t[0] = now
+    t[1:size] = times
+    cap = np.zeros((total, 3, free.shape[1]), dtype=np.int64)
+    cap[0] = free
+    for i in range(len(at)):
+        row = 1 + np.searchsorted(times, at[i])
+        node = slices[i, 0]
+        for r in range(3):
+            cap[row, r, node] += slices[i, 1 + r]
+    for row in range(1, size):
+        cap[row] += cap[row - 1]
+    return t, cap, size

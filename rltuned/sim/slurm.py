@@ -49,7 +49,7 @@ from rltuned.placement.pools import Demand, Pool, build_pools, demand_for, deman
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
-from rltuned.sim.kernels import CONS_TRES, PACK, backfill_pass, earliest_start, grid, hold
+from rltuned.sim.kernels import CONS_TRES, PACK, backfill_pass, build_profile, earliest_start, grid, hold
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
 from rltuned.slurm.parse import natural_key
@@ -664,22 +664,9 @@ class Profile:
         self.pools = pools
         self.arrays = arrays
         ends, slices = released
-        at = ends.copy()  # will_run reads the running jobs' end times as they are
-        at[at <= now] = self.grid(now + resolution_s / 2)  # past its limit, still running: the next point
-        times = np.unique(at)
         # Rows live in arrays with room to spare (a reservation adds up to two): `size` are in use.
-        self.size = 1 + len(times)
-        spare = 2 * self.size + room
-        self._t = np.zeros(self.size + spare)
-        self._t[0] = now
-        self._t[1 : self.size] = times
-        self._cap = np.zeros((self.size + spare, 3, len(free.gpus)), dtype=np.int64)
-        self._cap[0] = (free.gpus, free.cpus, free.mem)
-        if len(at):
-            rows = 1 + np.searchsorted(times, at)
-            for r in range(3):
-                np.add.at(self._cap[:, r, :], (rows, slices[:, 0]), slices[:, 1 + r])
-        np.cumsum(self._cap[: self.size], axis=0, out=self._cap[: self.size])
+        free_now = np.array((free.gpus, free.cpus, free.mem), dtype=np.int64)
+        self._t, self._cap, self.size = build_profile(now, resolution_s, ends, slices, free_now, room)
 
     @property
     def times(self) -> npt.NDArray[np.float64]:
