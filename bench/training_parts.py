@@ -22,17 +22,16 @@ Uses only public names (`make_plan`, `Written`, `Profile`), so it runs against o
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import importlib
 import json
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
+from tick_parts import SPENT, timed  # bench/tick_parts.py, this script's directory
 
 from rltuned.core.plan import Written
 from rltuned.rl.agent import ActorCritic
@@ -42,22 +41,9 @@ from rltuned.rl.rollouts import run_episode
 from rltuned.sim.slurm import Profile, SlurmRun
 from rltuned.sim.ticks import UNPINNED, TickEpisode
 
-SPENT: defaultdict[str, float] = defaultdict(float)
 PLANS: list[tuple[Any, ...]] = []
 PROFILES: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 CAPTURE = 4000
-
-
-def timed(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return f(*args, **kwargs)
-        finally:
-            SPENT[name] += time.perf_counter() - started
-
-    return wrapper
 
 
 def instrument(make_plan: Callable[..., Any]) -> None:
