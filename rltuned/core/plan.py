@@ -97,21 +97,23 @@ class Written:
         unknown = values.keys() - _FIELDS
         if unknown:
             raise TypeError(f"Change has no field {sorted(unknown)[0]!r}")
-        new = object.__new__(Change)
-        new.__dict__.update(self.get(job_id).__dict__)
-        new.__dict__.update(values)
-        self._put(job_id, new)
+        self._merge(job_id, values)
 
     def record_applied(self, action: Action) -> None:
         """An update Slurm accepted; a cleared ExcNodeList is recorded as never set."""
         kind = action.kind
         if kind not in _FIELDS:
             raise TypeError(f"Change has no field {kind!r}")
+        self._merge(
+            action.job_id, {kind: None if kind == "excluded_nodes" and action.value == "" else action.value}
+        )
+
+    def _merge(self, job_id: int, values: Mapping[str, Any]) -> None:
+        """The job's change with `values` (known fields) replaced, stored."""
         new = object.__new__(Change)
-        values = new.__dict__
-        values.update(self.get(action.job_id).__dict__)
-        values[kind] = None if kind == "excluded_nodes" and action.value == "" else action.value
-        self._put(action.job_id, new)
+        new.__dict__.update(self.get(job_id).__dict__)
+        new.__dict__.update(values)
+        self._put(job_id, new)
 
     def forget(self, job_id: int) -> None:
         self._changes.pop(job_id, None)
