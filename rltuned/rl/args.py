@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rltuned.errors import UsageError
+from rltuned.policies.loglinear import parse_loglinear
 
 VALIDATION_SCORES = ("pooled", "per_window")
 
@@ -94,6 +95,9 @@ class Args:
     """gradient steps of that imitation (minibatches of 256 decisions)"""
     imitate_lr: float = 3e-3
     """learning rate of that imitation, actor and critic"""
+    imitate_teacher: str = ""
+    """the order the imitation clones instead of the base's, e.g. loglinear:b=-0.5,c=0.25,w0=600
+    (policies/loglinear.py; daemon's loop only); the reward and the fallback stay the base's"""
     workers: int = 0
     """rollout worker processes, each running whole episodes (0: one per core); the batch is the same
     for any number (rl/rollouts.py)"""
@@ -164,6 +168,10 @@ class Args:
         for ok, name, value, rule in rules:
             if not ok:
                 raise UsageError(f"--{name.replace('_', '-')} must be {rule}, got {value}")
+        if self.imitate_teacher:
+            parse_loglinear(self.imitate_teacher)
+            if self.loop != "ticks" or self.imitate_episodes < 1:
+                raise UsageError("--imitate-teacher needs --loop ticks and --imitate-episodes >= 1")
         if self.reward == "dense" and self.metric == "util":
             raise UsageError(
                 "--reward dense needs a waiting metric (bsld, wait, jct); util has only the terminal reward"

@@ -1,4 +1,4 @@
-"""Imitation warm start: before PPO, the actor learns to pick what the base policy picks.
+"""Imitation warm start: before PPO, the actor learns to pick what the base policy (or a teacher) picks.
 
 From the zero output layer the deployed argmax is the base policy, but the policy PPO samples and
 improves is uniform over the queue, far worse than the base. Against a strong base (SJF, UNICEP) the
@@ -9,6 +9,11 @@ held by the network's own weights, so PPO's corrections are made in the same uni
 
 Slots are in base order (features.encode), so the base's choice at every decision is slot 0; the critic
 is fitted at the same time to the base policy's discounted returns.
+
+In the daemon's loop a teacher other than the base can be cloned instead (`--imitate-teacher`, a
+per-job order such as `policies.loglinear`): the demonstrations are then the teacher's own run, each
+decision's target its ranking of the slots, and the critic learns the teacher's returns. The reward and
+the fallback stay the base's: the model is still measured against, and replaced by, its base.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import numpy.typing as npt
 import torch
 from torch.distributions import Categorical
 
+from rltuned.errors import UsageError
+from rltuned.policies import Policy
 from rltuned.rl import plackett_luce as pl
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.env import SchedulingEnv
@@ -37,13 +44,18 @@ class Demonstration:
     actor: npt.NDArray[np.float32]  # [n, 256, 8]
     mask: npt.NDArray[np.bool_]  # [n, 256]
     critic: npt.NDArray[np.float32]  # [n, 256, 5]
-    returns: npt.NDArray[np.float32]  # [n] discounted reward-to-go under the base policy
+    returns: npt.NDArray[np.float32]  # [n] discounted reward-to-go under the demonstrated policy
     gaps: tuple[float, ...]  # the paper's reward per episode: 0 when the agent's run is the base's
+    actions: npt.NDArray[np.int64] | None = None  # [n, 256] a teacher's rankings; None: the base's
 
 
-def demonstrate(env: SchedulingEnv | TickEnv, episodes: int, seed: int, gamma: float) -> Demonstration:
-    """Run `episodes` windows choosing the base policy's job at every decision."""
-    actor, mask, critic, rewards, dones, gaps = [], [], [], [], [], []
+def demonstrate(
+    env: SchedulingEnv | TickEnv, episodes: int, seed: int, gamma: float, teacher: Policy | None = None
+) -> Demonstration:
+    """Run `episodes` windows choosing the base policy's job (or `teacher`'s ranking) at every decision."""
+    if teacher is not None and not isinstance(env, TickEnv):
+        raise UsageError("a teacher ranks the queue: it needs the daemon's loop (--loop ticks)")
+    actor, mask, critic, rewards, dones, gaps, actions = [], [], [], [], [], [], []
     for e in range(episodes):
         obs, _ = env.reset(seed=seed + e)
         done = False
@@ -51,20 +63,26 @@ def demonstrate(env: SchedulingEnv | TickEnv, episodes: int, seed: int, gamma: f
             actor.append(np.array(obs["actor"]))
             mask.append(np.array(obs["mask"]))
             critic.append(np.array(obs["critic"]))
-            obs, reward, done, _, info = env.step(env.base_action())
+            if teacher is None:
+                obs, reward, done, _, info = env.step(env.base_action())
+            else:
+                assert isinstance(env, TickEnv)
+                actions.append(env.teacher_action(teacher))
+                obs, reward, done, _, info = env.step(actions[-1])
             rewards.append(reward)
             dones.append(done)
         gaps.append(float(info["gap"]))
     r = np.array(rewards, dtype=np.float32)
     # lambda = 1 with zero values: GAE's return is the plain discounted reward-to-go.
     _, returns = compute_gae(r, np.zeros_like(r), np.array(dones), 0.0, gamma, 1.0)
-    return Demonstration(np.stack(actor), np.stack(mask), np.stack(critic), returns, tuple(gaps))
+    taught = np.stack(actions) if teacher is not None else None
+    return Demonstration(np.stack(actor), np.stack(mask), np.stack(critic), returns, tuple(gaps), taught)
 
 
 def clone(
     agent: ActorCritic, demo: Demonstration, steps: int, lr: float, ranks: bool, batch: int = 256
 ) -> dict[str, float]:
-    """Fit the actor to the base's choices (cross-entropy) and the critic to its returns.
+    """Fit the actor to the base's (or the teacher's) choices and the critic to its returns.
 
     Returns the actor's top-1 agreement with the base and its mean entropy over the demonstration, so
     the manifest records how close to the base PPO starts.
@@ -73,15 +91,16 @@ def clone(
     mask = torch.from_numpy(demo.mask)
     critic = torch.from_numpy(demo.critic)
     returns = torch.from_numpy(demo.returns)
-    target = torch.full((len(actor),), BASE_CHOICE)
+    taught = None if demo.actions is None else torch.from_numpy(demo.actions)
+    target = torch.full((len(actor),), BASE_CHOICE) if taught is None else taught[:, 0]
     pi_opt = torch.optim.Adam(agent.actor.parameters(), lr=lr)
     vf_opt = torch.optim.Adam(agent.critic.parameters(), lr=lr)
     for _ in range(steps):
         mb = torch.randint(len(actor), (min(batch, len(actor)),))
         scores = agent.actor(actor[mb], mask[mb])
-        if ranks:  # the base's whole ranking: slot order
-            identity = torch.arange(mask.shape[-1]).expand(len(mb), -1)
-            pi_loss = -(pl.log_prob(scores, mask[mb], identity) / mask[mb].sum(-1)).mean()
+        if ranks:  # the whole ranking: the base's is slot order
+            ranking = torch.arange(mask.shape[-1]).expand(len(mb), -1) if taught is None else taught[mb]
+            pi_loss = -(pl.log_prob(scores, mask[mb], ranking) / mask[mb].sum(-1)).mean()
         else:
             pi_loss = torch.nn.functional.cross_entropy(scores, target[mb])
         v_loss = ((agent.critic(critic[mb]) - returns[mb]) ** 2).mean()
@@ -92,7 +111,7 @@ def clone(
         vf_opt.step()
     with torch.no_grad():
         scores = agent.actor(actor, mask)
-        top1 = float((scores.argmax(-1) == BASE_CHOICE).float().mean())
+        top1 = float((scores.argmax(-1) == target).float().mean())
         entropy = float(Categorical(logits=scores).entropy().mean())
         value_error = float(((agent.critic(critic) - returns) ** 2).mean())
     return {"imitation_top1": top1, "imitation_entropy": entropy, "imitation_value_mse": value_error}

@@ -24,6 +24,7 @@ from rltuned.core.guard import GuardSettings
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates, draw_seeds
+from rltuned.policies.loglinear import parse_loglinear
 from rltuned.rl import LOOPS
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.args import Args
@@ -226,8 +227,9 @@ def _train(
     """The imitation warm start (a new run only), the base's validation scores, then PPO's epochs."""
     t0 = time.perf_counter()
     if not curve and args.imitate_episodes > 0:
+        teacher = parse_loglinear(args.imitate_teacher) if args.imitate_teacher else None
         demo = demonstrate(
-            env, args.imitate_episodes, args.seed * 1_000_003 + IMITATION_SEED_OFFSET, args.gamma
+            env, args.imitate_episodes, args.seed * 1_000_003 + IMITATION_SEED_OFFSET, args.gamma, teacher
         )
         agent.actor.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
         args.extra.update(clone(agent, demo, args.imitate_steps, args.imitate_lr, env.ranks))
@@ -248,6 +250,8 @@ def _train(
     try:
         if validator is not None:
             _base_scores(args, collector, validator)
+            if not curve and args.imitate_episodes > 0:  # the clone itself may be the best checkpoint
+                args.extra["imitation_validation"] = _validate(args, collector, agent, 0)
         return _epochs(args, collector, agent, opts, curve, wall_before - t0, progress)
     finally:
         collector.close()

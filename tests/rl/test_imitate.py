@@ -15,6 +15,7 @@ from rltuned.domain import Job
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
 from rltuned.features import ACTOR_FEATURES, MAX_JOBS
+from rltuned.policies.loglinear import LogLinear
 from rltuned.rl import ppo
 from rltuned.rl.agent import Actor, ActorCritic
 from rltuned.rl.env import SchedulingEnv
@@ -23,8 +24,11 @@ from rltuned.rl.imitate import clone, demonstrate
 from rltuned.rl.ppo import IMITATION_SEED_OFFSET, Args, train
 from rltuned.rl.rollouts import LocalCollector
 from rltuned.rl.splits import train_jobs
+from rltuned.rl.tick_env import TickEnv
 from rltuned.sim.simulator import SimConfig
+from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
+from rltuned.traces.bundled import resolve_trace
 
 
 def exact_jobs(trace: Path) -> list[Job]:
@@ -166,3 +170,35 @@ def test_a_resume_must_validate_on_the_windows_and_draws_its_run_chose_on(
         ]
         == 2
     )
+
+
+def test_a_teacher_is_cloned_instead_of_the_base(tmp_path: Path) -> None:
+    """With a teacher the demonstrations are its run (each decision's target its ranking of the rows,
+    which sit in the base's order) and the clone learns its rule, not the base's slot order."""
+    jobs, _ = apply_estimates(load_trace(resolve_trace("philly")).jobs, "qssf-noise", 0)
+    env = TickEnv(list(jobs[20_000:20_600]), load_cluster("philly-slice"), TickSettings(base="sjf"), "bsld",
+                  window=200, warmup=200, reward_mode="dense")  # fmt: skip
+    teacher = LogLinear(0.0, 1.0, 600.0)  # limit over wait: far from SJF's slot order
+    torch.manual_seed(0)
+    demo = demonstrate(env, episodes=2, seed=0, gamma=0.99, teacher=teacher)
+    assert demo.actions is not None and len(demo.actions) == len(demo.actor)
+    moved = float((demo.actions[:, 0] != 0).mean())
+    assert moved > 0.1, moved  # the teacher's first choice is often not the base's
+    agent = ActorCritic()
+    agent.actor.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
+    stats = clone(agent, demo, steps=300, lr=3e-3, ranks=True)
+    assert stats["imitation_top1"] > 0.8, stats  # agreement with the teacher's first choice
+    with torch.no_grad():
+        first = agent.actor(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask)).argmax(-1)
+    assert float((first == 0).float().mean()) < 1 - moved / 2  # it did not learn the base's order
+
+
+def test_a_teacher_needs_the_daemons_loop(burst: tuple[Path, Path], tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--imitate-teacher"):
+        tiny_args(burst, tmp_path, imitate_episodes=2, imitate_teacher="loglinear:b=0,c=1,w0=600").check()
+    with pytest.raises(UsageError, match="w0 must be > 0"):
+        tiny_args(
+            burst, tmp_path, loop="ticks", imitate_episodes=2, imitate_teacher="loglinear:b=0,c=1,w0=0"
+        ).check()
+    with pytest.raises(UsageError, match="needs the daemon"):
+        demonstrate(env_for(burst, "sjf"), 1, 0, 0.99, LogLinear(0.0, 0.0, 1.0))

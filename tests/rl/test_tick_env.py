@@ -10,6 +10,7 @@ import pytest
 from rltuned.clusters import load_cluster
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
+from rltuned.policies.loglinear import LogLinear
 from rltuned.rl.evaluate import compare
 from rltuned.rl.tick_env import TickEnv
 from rltuned.sim.metrics import compute_metrics
@@ -148,3 +149,27 @@ def test_quiet_ticks_change_no_time_invariant_base_and_are_no_actions() -> None:
 
     every_tick, on_change = actions(every), actions(quiet)
     assert on_change < every_tick
+
+
+def test_a_teachers_ranking_orders_the_visible_rows_by_its_own_key() -> None:
+    """The imitation target when a teacher is cloned: rows are in the base's order (SJF here), the
+    ranking lists them in the teacher's (limit over wait), ties by submit time and id as `policies.rank`."""
+    jobs = philly(600)
+    env = TickEnv(jobs, CLUSTER, TickSettings(base="sjf"), "bsld", window=200, warmup=200)
+    env.reset(seed=0)
+    teacher = LogLinear(0.0, 1.0, 600.0)
+    checked, done = 0, False
+    while not done:
+        assert env.episode is not None and env.episode.snapshot is not None and env.current is not None
+        ranking = env.teacher_action(teacher)
+        n = int(env.current.mask.sum())
+        by_id = {j.id: j for j in env.episode.snapshot.pending}
+        rows = [by_id[i] for i in env.current.job_ids[:n].tolist()]
+        assert sorted(ranking[:n].tolist()) == list(range(n))
+        assert ranking[n:].tolist() == list(range(n, 256))
+        ctx = env.episode.snapshot.context
+        keys = [(teacher.key(rows[i], ctx), rows[i].submit, rows[i].id) for i in ranking[:n]]
+        assert keys == sorted(keys)
+        checked += ranking[:n].tolist() != list(range(n))
+        _, _, done, _, _ = env.step(ranking)
+    assert checked >= 5  # ticks where the two orders differ, so the check above is not vacuous

@@ -1,0 +1,144 @@
+"""How far can a one-line per-job order go? A grid over a log-linear family, searched on training windows.
+
+Usage: python scripts/scorer_search.py [--trace philly] [--cluster philly-slice] [--train-windows 16]
+       [--top 6] [--draws 3]
+
+The actor scores each job alone (shared weights over its features), so what it can learn is a per-job
+order. The family `log(limit) + b * log(GPUs) - c * log(wait + w0)` (policies/loglinear.py), lower
+first, holds SJF (b = c = 0), SAF (b = 1), WFP3 (b = -1/3, c = 1, w0 -> 0) and orders between them.
+Every point of the grid runs in the daemon's loop (training config, no model) on training windows
+(draw 0, evenly spaced over the training split); the best `--top` points and the heuristics then run
+on the validation windows over `--draws` draws of the estimate noise, where any choice is made. Never
+the test split. What this gauges: the gain over the best heuristic that any per-job order of these
+inputs offers, against what PPO found; the point chosen is a teacher for `--imitate-teacher`
+(docs/training.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+
+from rltuned.clusters import load_cluster
+from rltuned.core import CoreSettings, Lever
+from rltuned.domain import Job
+from rltuned.estimates import apply_estimates
+from rltuned.policies.loglinear import LogLinear
+from rltuned.policies.registry import make_policy
+from rltuned.rl.splits import Window, disjoint_windows, split_range
+from rltuned.sim.metrics import compute_metrics
+from rltuned.sim.ticks import TickEpisode, TickSettings
+from rltuned.traces import load_trace
+from rltuned.traces.bundled import resolve_trace
+
+SIZE_EXPONENTS = "-0.5,0,0.5,1"
+AGE_EXPONENTS = "0.25,0.5,1,2"
+AGE_OFFSETS_S = "600,3600"
+
+
+Order = LogLinear | str
+
+
+def floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",")]
+
+
+def grid(sizes: str, ages: str, offsets: str) -> list[LogLinear]:
+    """Every (b, c, w0), and each b without age (where w0 plays no part)."""
+    points = [LogLinear(b, 0.0, floats(offsets)[0]) for b in floats(sizes)]
+    product = itertools.product(floats(sizes), floats(ages), floats(offsets))
+    points += [LogLinear(b, c, w0) for b, c, w0 in product]
+    return points
+
+
+@functools.cache
+def drawn(trace: str, draw: int) -> list[Job]:
+    """The trace with one draw of the noisy limits, loaded once per worker."""
+    return apply_estimates(load_trace(resolve_trace(trace)).jobs, "qssf-noise", draw)[0]
+
+
+def bsld(task: tuple[str, str, Order, int, Window]) -> tuple[Order, int, Window, float]:
+    """One order on one window and one estimate draw: mean bounded slowdown."""
+    trace, preset, order, draw, window = task
+    jobs = drawn(trace, draw)
+    training = CoreSettings(lever=Lever(oversubscribe=False, steer_untyped=False))
+    # The loop needs a registered base for its settings; the episode's base is then replaced.
+    base = order if isinstance(order, str) else ("sjf" if order.c == 0.0 else "wfp3")
+    chunk, warm = window.with_warmup(jobs, 512)
+    episode = TickEpisode(load_cluster(preset), list(chunk), warm, TickSettings(base, core=training))
+    episode.base = make_policy(order) if isinstance(order, str) else order
+    while episode.result is None:
+        episode.step(None)
+    return order, draw, window, compute_metrics(episode.result).avg_bsld
+
+
+def name(order: Order) -> str:
+    return order if isinstance(order, str) else order.name
+
+
+def table(
+    results: list[tuple[Order, int, Window, float]], reference: str
+) -> list[tuple[str, float, float, int, int]]:
+    """(order, mean bsld, mean per-window gap over `reference`, wins, losses), best gap first."""
+    by: dict[str, dict[tuple[int, Window], float]] = {}
+    for order, draw, window, value in results:
+        by.setdefault(name(order), {})[(draw, window)] = value
+    ref = by[reference]
+    rows = []
+    for key, cells in by.items():
+        gaps = [(ref[c] - v) / ref[c] for c, v in cells.items()]
+        wins = sum(g > 0.001 for g in gaps)
+        losses = sum(g < -0.001 for g in gaps)
+        rows.append((key, statistics.mean(cells.values()), statistics.mean(gaps), wins, losses))
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def show(title: str, rows: list[tuple[str, float, float, int, int]], reference: str) -> None:
+    print(f"\n{title} (per-window gap over {reference}; wins/losses beyond 0.1%)")
+    for key, mean, gap, wins, losses in rows:
+        print(f"  {key:28s} bsld {mean:8.3f}  gap {100 * gap:+6.1f}%  {wins:2d} W {losses:2d} L")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="philly")
+    parser.add_argument("--cluster", default="philly-slice")
+    parser.add_argument("--train-windows", type=int, default=16)
+    parser.add_argument("--top", type=int, default=6)
+    parser.add_argument("--draws", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--sizes", default=SIZE_EXPONENTS, help="values of b, comma-separated")
+    parser.add_argument("--ages", default=AGE_EXPONENTS, help="values of c other than 0")
+    parser.add_argument("--offsets", default=AGE_OFFSETS_S, help="values of w0 (s)")
+    args = parser.parse_args()
+    n = len(load_trace(resolve_trace(args.trace)).jobs)
+    train = disjoint_windows(split_range(n, "train"), 1024)[1:]  # the first has no full warm-up
+    step = max(len(train) // args.train_windows, 1)
+    train = train[::step][: args.train_windows]
+    heuristics = ["sjf", "saf", "wfp3", "unicep"]
+    points = grid(args.sizes, args.ages, args.offsets)
+    orders: list[Order] = [*heuristics, *points]
+    with ProcessPoolExecutor(args.workers) as pool:
+        tasks = [(args.trace, args.cluster, o, 0, w) for o in orders for w in train]
+        searched = table(list(pool.map(bsld, tasks, chunksize=1)), "sjf")
+        show(f"{len(train)} training windows of 1,024, draw 0", searched, "sjf")
+        chosen = [r[0] for r in searched if r[0] not in heuristics][: args.top]
+        finalists: list[Order] = [*heuristics, *(o for o in points if o.name in chosen)]
+        validation = disjoint_windows(split_range(n, "validation"))
+        tasks = [
+            (args.trace, args.cluster, o, d, w)
+            for o in finalists
+            for d in range(args.draws)
+            for w in validation
+        ]
+        checked = list(pool.map(bsld, tasks, chunksize=1))
+    for reference in ("sjf", "saf"):
+        title = f"validation: {len(validation)} windows x {args.draws} draws"
+        show(title, table(checked, reference), reference)
+
+
+if __name__ == "__main__":
+    main()
