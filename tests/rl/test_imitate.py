@@ -202,3 +202,19 @@ def test_a_teacher_needs_the_daemons_loop(burst: tuple[Path, Path], tmp_path: Pa
         ).check()
     with pytest.raises(UsageError, match="needs the daemon"):
         demonstrate(env_for(burst, "sjf"), 1, 0, 0.99, LogLinear(0.0, 0.0, 1.0))
+
+
+def test_the_clone_is_validated_before_ppo_and_can_be_the_checkpoint_that_ships(
+    tmp_path: Path, burst: tuple[Path, Path]
+) -> None:
+    """PPO's first updates can move a good clone away from what it copied; the clone's own validation
+    is the epoch-0 candidate, so the best-on-validation rule can keep it."""
+    run: dict[str, Any] = {"episodes_per_epoch": 1, "epochs": 2, "validate_every": 1, "validation_window": 64,
+                           "imitate_episodes": 2, "imitate_steps": 50}  # fmt: skip
+    manifest = load_model(train(tiny_args(burst, tmp_path / "m", **run))).manifest
+    cloned = manifest["imitation_validation"]
+    assert cloned["val/base_score"] == pytest.approx(float(np.mean(manifest["validation_base_scores"])))
+    curve = json.loads((tmp_path / "m" / "curve.json").read_text())
+    gaps = {0: cloned["val/gap"], **{int(r["epoch"]): r["val/gap"] for r in curve}}
+    chosen = manifest["validation"]
+    assert chosen["gap"] == max(gaps.values()) and gaps[chosen["epoch"]] == chosen["gap"]
