@@ -84,8 +84,8 @@ def clone(
 ) -> dict[str, float]:
     """Fit the actor to the base's (or the teacher's) choices and the critic to its returns.
 
-    Returns the actor's top-1 agreement with the base and its mean entropy over the demonstration, so
-    the manifest records how close to the base PPO starts.
+    Returns the actor's top-1 agreement with what it cloned and its mean entropy over the demonstration,
+    so the manifest records how close to the base (or the teacher) PPO starts.
     """
     actor = torch.from_numpy(demo.actor)
     mask = torch.from_numpy(demo.mask)
