@@ -19,10 +19,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from rltuned.clusters import load_cluster
-from rltuned.core import CoreSettings, Lever
 from rltuned.domain import Job, PriorityContext
 from rltuned.estimates import apply_estimates
 from rltuned.policies.qssf import Qssf
+from rltuned.rl.args import Args
+from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.simulator import SimResult
@@ -71,13 +72,12 @@ def score(task: tuple[str, str, str, int]) -> tuple[str, int, list[float]]:
     """Mean bounded slowdown per validation window of one order on one estimate draw."""
     trace, preset, order, draw = task
     jobs, _ = apply_estimates(load_trace(resolve_trace(trace)).jobs, "qssf-noise", draw)
-    training = CoreSettings(lever=Lever(oversubscribe=False, steer_untyped=False))
     policy = None
     if order in ("sjf", "saf"):
-        settings = TickSettings(order, core=training)
+        settings = tick_settings(Args(base=order))
     else:
         mix, _, area = order.partition("+")
-        settings, policy = TickSettings("qssf", core=training), HistoryMix(order, mix, area == "area")
+        settings, policy = tick_settings(Args(base="qssf")), HistoryMix(order, mix, area == "area")
     out = []
     for window in disjoint_windows(split_range(len(jobs), "validation")):
         chunk, warm = window.with_warmup(jobs, 512)

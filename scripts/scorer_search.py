@@ -6,7 +6,7 @@ Usage: python scripts/scorer_search.py [--trace philly] [--cluster philly-slice]
 The actor scores each job alone (shared weights over its features), so what it can learn is a per-job
 order. The family `log(limit) + b * log(GPUs) - c * log(wait + w0)` (policies/loglinear.py), lower
 first, holds SJF (b = c = 0), SAF (b = 1), WFP3 (b = -1/3, c = 1, w0 -> 0) and orders between them.
-Every point of the grid runs in the daemon's loop (training config, no model) on training windows
+Every point of the grid runs in the daemon's loop (as `rltunectl train` runs it, no model) on training windows
 (draw 0, evenly spaced over the training split); the best `--top` points and the heuristics then run
 on the validation windows over `--draws` draws of the estimate noise, where any choice is made. Never
 the test split. What this gauges: the gain over the best heuristic that any per-job order of these
@@ -23,14 +23,15 @@ import statistics
 from concurrent.futures import ProcessPoolExecutor
 
 from rltuned.clusters import load_cluster
-from rltuned.core import CoreSettings, Lever
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates
 from rltuned.policies.loglinear import LogLinear
 from rltuned.policies.registry import make_policy
+from rltuned.rl.args import Args
+from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import Window, disjoint_windows, split_range
 from rltuned.sim.metrics import compute_metrics
-from rltuned.sim.ticks import TickEpisode, TickSettings
+from rltuned.sim.ticks import TickEpisode
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -64,11 +65,10 @@ def bsld(task: tuple[str, str, Order, int, Window]) -> tuple[Order, int, Window,
     """One order on one window and one estimate draw: mean bounded slowdown."""
     trace, preset, order, draw, window = task
     jobs = drawn(trace, draw)
-    training = CoreSettings(lever=Lever(oversubscribe=False, steer_untyped=False))
     # The loop needs a registered base for its settings; the episode's base is then replaced.
     base = order if isinstance(order, str) else ("sjf" if order.c == 0.0 else "wfp3")
     chunk, warm = window.with_warmup(jobs, 512)
-    episode = TickEpisode(load_cluster(preset), list(chunk), warm, TickSettings(base, core=training))
+    episode = TickEpisode(load_cluster(preset), list(chunk), warm, tick_settings(Args(base=base)))
     episode.base = make_policy(order) if isinstance(order, str) else order
     while episode.result is None:
         episode.step(None)

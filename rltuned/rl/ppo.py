@@ -226,7 +226,8 @@ def _train(
 ) -> Curve:
     """The imitation warm start (a new run only), the base's validation scores, then PPO's epochs."""
     t0 = time.perf_counter()
-    if not curve and args.imitate_episodes > 0:
+    clones = not curve and args.imitate_episodes > 0  # a new run with a warm start
+    if clones:
         teacher = parse_loglinear(args.imitate_teacher) if args.imitate_teacher else None
         demo = demonstrate(
             env, args.imitate_episodes, args.seed * 1_000_003 + IMITATION_SEED_OFFSET, args.gamma, teacher
@@ -250,7 +251,7 @@ def _train(
     try:
         if validator is not None:
             _base_scores(args, collector, validator)
-            if not curve and args.imitate_episodes > 0:  # the clone itself may be the best checkpoint
+            if clones:  # the clone itself may be the best checkpoint
                 args.extra["imitation_validation"] = _validate(args, collector, agent, 0)
         return _epochs(args, collector, agent, opts, curve, wall_before - t0, progress)
     finally:

@@ -26,7 +26,7 @@ from rltuned.core import decide_ranked, ranking_from_slots
 from rltuned.core.ranking import base_order
 from rltuned.domain import ClusterSpec, Job
 from rltuned.features import MAX_JOBS, Observation, encode
-from rltuned.policies import Policy
+from rltuned.policies import Policy, rank
 from rltuned.rl import REWARDS
 from rltuned.rl.env import MAX_RESETS, METRICS, empty_observation, episode_info, score, waiting_weight
 from rltuned.sim.metrics import compute_metrics
@@ -100,17 +100,14 @@ class TickEnv:
         return np.arange(MAX_JOBS, dtype=np.int64)
 
     def teacher_action(self, teacher: Policy) -> npt.NDArray[np.int64]:
-        """`teacher`'s ranking of the visible rows (ties as `policies.rank` breaks them), padding last:
-        what the imitation warm start clones when it targets another order than the base's."""
+        """`teacher`'s ranking of the visible rows (`policies.rank`, ties included), padding last: what
+        the imitation warm start clones when it targets another order than the base's."""
         episode, obs = self.episode, self.current
         if episode is None or obs is None or episode.snapshot is None:
             raise RuntimeError("call reset() first")
-        snapshot = episode.snapshot
         n = int(obs.mask.sum())
-        visible = base_order(snapshot.pending, obs)[:n]
-        ctx = snapshot.context
-        keys = [(teacher.key(job, ctx), job.submit, job.id) for job in visible]
-        order = sorted(range(n), key=keys.__getitem__)
+        row = {job_id: i for i, job_id in enumerate(obs.job_ids[:n].tolist())}
+        order = [row[job.id] for job in rank(teacher, episode.snapshot) if job.id in row]
         return np.array(order + list(range(n, MAX_JOBS)), dtype=np.int64)
 
     def step(self, ranking: int | npt.NDArray[np.integer]) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
