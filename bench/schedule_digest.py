@@ -25,7 +25,9 @@ import torch
 from rltuned.clusters import load_cluster
 from rltuned.core import CoreSettings, Lever
 from rltuned.estimates import apply_estimates
+from rltuned.rl.args import Args
 from rltuned.rl.export import LoadedModel, load_model
+from rltuned.rl.ppo import tick_settings
 from rltuned.sim.runner import choose_windows
 from rltuned.sim.simulator import SimResult
 from rltuned.sim.ticks import TickEpisode, TickSettings
@@ -33,7 +35,7 @@ from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
-TRAINING = CoreSettings(lever=Lever(oversubscribe=False, steer_untyped=False))
+TRAINING = tick_settings(Args(base="fcfs")).core  # the settings `rltunectl train` runs
 CONFIGS: dict[str, TickSettings] = {
     "default": TickSettings("fcfs"),
     "training": TickSettings("fcfs", core=TRAINING),

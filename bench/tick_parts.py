@@ -27,12 +27,13 @@ import torch
 from simulate import settle  # bench/simulate.py, this script's directory
 
 from rltuned.clusters import load_cluster
-from rltuned.core import CoreSettings, Lever
 from rltuned.estimates import apply_estimates
+from rltuned.rl.args import Args
 from rltuned.rl.export import load_model
+from rltuned.rl.ppo import tick_settings
 from rltuned.sim.runner import choose_windows
 from rltuned.sim.slurm import SlurmRun
-from rltuned.sim.ticks import TickEpisode, TickSettings
+from rltuned.sim.ticks import TickEpisode
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -75,7 +76,7 @@ def main() -> None:
     jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, "qssf-noise", 0)
     cluster = load_cluster(f"{args.trace}-slice")
     model = None if args.no_model else load_model(MODELS / f"{args.trace}-fcfs-bsld-ticks")
-    settings = TickSettings("fcfs", core=CoreSettings(lever=Lever(oversubscribe=False, steer_untyped=False)))
+    settings = tick_settings(Args(base="fcfs"))  # the settings `rltunectl train` runs
     window = next(iter(choose_windows(len(jobs) - 512, 1024, None, 1, seed=0)))
     chunk, warm = window.with_warmup(jobs, 512)
     instrument()

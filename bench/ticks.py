@@ -37,10 +37,11 @@ import torch
 from simulate import settle  # bench/simulate.py, this script's directory
 
 from rltuned.clusters import load_cluster
-from rltuned.core import CoreSettings, Lever
 from rltuned.estimates import apply_estimates
 from rltuned.policies import make_policy
+from rltuned.rl.args import Args
 from rltuned.rl.export import LoadedModel, load_model
+from rltuned.rl.ppo import tick_settings
 from rltuned.sim.runner import choose_windows
 from rltuned.sim.simulator import SimConfig, Simulator
 from rltuned.sim.ticks import TickEpisode, TickSettings, run_ticks
@@ -65,7 +66,7 @@ def main() -> None:
     jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, "qssf-noise", 0)
     cluster = load_cluster(f"{args.trace}-slice")
     model = load_model(MODEL[args.trace])
-    training = CoreSettings(lever=Lever(oversubscribe=False, steer_untyped=False))
+    training = tick_settings(Args(base="fcfs")).core  # the settings `rltunectl train` runs
     paper = Simulator(cluster, make_policy("fcfs"), SimConfig())
     paper_milp = Simulator(cluster, make_policy("fcfs"), SimConfig(placement="milp"))
     windows = list(choose_windows(len(jobs) - 512, 1024, None, args.windows, seed=0))
