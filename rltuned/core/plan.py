@@ -64,6 +64,8 @@ class Written:
         self._changes: dict[int, Change] = {}
         self._priorities: dict[int, int] = {}
         self._steered: set[int] = set()
+        self.version = 0
+        """Counts changes, so a reader can tell the index it checked against is still the same."""
         for job_id, change in (changes or {}).items():
             self._put(job_id, change)
         self.displaced_since: Mapping[int, float] = {}
@@ -76,6 +78,7 @@ class Written:
         return self._changes.get(job_id, UNTOUCHED)
 
     def _put(self, job_id: int, change: Change) -> None:
+        self.version += 1
         self._changes[job_id] = change
         if change.priority is None:
             self._priorities.pop(job_id, None)
@@ -87,6 +90,7 @@ class Written:
             self._steered.discard(job_id)
 
     def _clear(self) -> None:
+        self.version += 1
         self._changes.clear()
         self._priorities.clear()
         self._steered.clear()
@@ -116,6 +120,7 @@ class Written:
         self._put(job_id, new)
 
     def forget(self, job_id: int) -> None:
+        self.version += 1
         self._changes.pop(job_id, None)
         self._priorities.pop(job_id, None)
         self._steered.discard(job_id)

@@ -205,6 +205,19 @@ class _Job:
         return self.shown_with
 
 
+@dataclass
+class _LastPass:
+    """What the last backfill pass read (`SlurmRun._backfill`). The lists are the priority order itself
+    (`SlurmRun.ordered`), held, so an identical list means an unchanged order."""
+
+    order: list[_Job] = field(default_factory=list)
+    tested: list[int] = field(default_factory=list)
+    """The job ids it tested, in order."""
+    planned: list[_Job] = field(default_factory=list)
+    """The order of the last pass that planned, with its jobs' asks as the kernel reads them."""
+    asks: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
+
+
 class SlurmRun:
     """One simulation of `jobs` under Slurm's schedulers, with a daemon tick every `interval_s`.
 
@@ -255,21 +268,33 @@ class SlurmRun:
         self._done_seen, self._done_cost = 0, 0.0
         self.changed = True
         """Whether anything a backfill pass reads changed since the last pass (see `_backfill`)."""
-        self._last_pass: list[int] = []
+        self._last_pass = _LastPass()
         self._released_at: tuple[int, Released, float] = (-1, releases([]), INF)
         self._version = 0
         """Counts starts and completions (what a priority context reads besides the clock)."""
         self._ctx: PriorityContext | None = None
         self._ctx_at = (0.0, -1)
+        self._queued = 0
+        """Counts changes to the queue and to what its priorities read but the clock: arrivals, starts,
+        completions (the running set and the history) and every write. A queue whose priorities were
+        all written by the daemon ranks the same until it moves, which on a busy window holds for most
+        ticks and passes (`_settled`)."""
+        self._settled_at: tuple[int, bool] = (-1, False)
+        self._ordered_at: tuple[int, float, list[_Job]] = (-1, -INF, [])
+        self._pending_at: tuple[int, float, tuple[Job, ...]] = (-1, -INF, ())
         self._shown_running: tuple[int, tuple[RunningJob, ...]] = (-1, ())
         self.history_interval_s = history_interval_s
         self._shown_history = History()
         self._history_at = -INF
         self._writes = sorted(writes, key=lambda w: w[0])
         self._next_write = 0
+        self._submit(jobs)
+
+    def _submit(self, jobs: Sequence[Job]) -> None:
+        """Every job's arrival on the clock; a measured job no pool could ever hold is dropped."""
         for idx, (job, demand) in enumerate(zip(jobs, demands_for(jobs, self.pools), strict=True)):
             if demand is None:
-                if idx >= warmup:
+                if idx >= self.warmup:
                     self.dropped.append(job)
                 continue
             entry = _Job(idx, job, demand)
@@ -364,6 +389,7 @@ class SlurmRun:
             else:
                 arrived = True
                 self.queue.append(entry)
+                self._queued += 1
                 if self._smallest is not None:
                     self._smallest = min(self._smallest, entry.demand.gpus)
         self.changed = True
@@ -383,6 +409,7 @@ class SlurmRun:
         which the pass compares itself (`_backfill`); a node list changes where a job may run."""
         for action in actions:
             entry = self.by_id[action.job_id]
+            self._queued += 1
             if action.kind == "priority":
                 assert isinstance(action.value, int)
                 entry.fixed = action.value
@@ -435,11 +462,28 @@ class SlurmRun:
         priority = self.priority
         return [e.fixed if e.fixed is not None else priority(e, now) for e in entries]
 
+    def _settled(self) -> bool:
+        """Whether every queued job's priority was written (so it reads neither the clock nor the
+        running set): then the priority order and squeue's view change only with `_queued`."""
+        if self._settled_at[0] != self._queued:
+            self._settled_at = (self._queued, all(e.fixed is not None for e in self.queue))
+        return self._settled_at[1]
+
+    def _same_queue(self, at: tuple[int, float, object], now: float) -> bool:
+        """Whether what was built at `at` (its `_queued` count and time) still holds at `now`."""
+        return at[0] == self._queued and (at[1] == now or self._settled())
+
     def ordered(self, now: float) -> list[_Job]:
+        """The queue in priority order (ties by job id). The list is shared until the queue moves:
+        callers read it, never change it."""
+        if self._same_queue(self._ordered_at, now):
+            return self._ordered_at[2]
         queue = self.queue
         keyed = [(-p, e.job.id, e) for p, e in zip(self._priorities(queue, now), queue, strict=True)]
         keyed.sort(key=itemgetter(0, 1))
-        return [e for _, _, e in keyed]
+        order = [e for _, _, e in keyed]
+        self._ordered_at = (self._queued, now, order)
+        return order
 
     # --- the schedulers -----------------------------------------------------------------------------
     def _main(self, now: float) -> None:
@@ -465,18 +509,27 @@ class SlurmRun:
         if not self._may_start():
             return
         p = self.params
-        order = self.ordered(now)[: p.bf_max_job_test]
-        signature = [e.job.id for e in order]
+        full = self.ordered(now)
+        last = self._last_pass
+        if full is last.order:  # the very list the last pass read: the same order
+            same = True
+        else:
+            tested = [e.job.id for e in full[: p.bf_max_job_test]]
+            same, last.order, last.tested = tested == last.tested, full, tested
         released, first_end = self._released()
-        if not self.changed and first_end > now and signature == self._last_pass:
+        if not self.changed and first_end > now and same:
             return
-        self.changed, self._last_pass = False, signature
+        self.changed = False
+        order = full[: p.bf_max_job_test]
         profile = Profile(
             now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays, room=2 * len(order),
             select=p.node_selection, whole_nodes=p.bf_whole_nodes,
         )  # fmt: skip
         horizon = now + p.bf_window_min * 60.0
-        plan = profile.plan_numbered([e.ask(self._shapes) for e in order], self._shapes, horizon)
+        if last.planned is not full:  # a job's ask changes only with its demand, a write that moves
+            asks = [e.ask(self._shapes) for e in order]  # the queue: the same list asks the same
+            last.planned, last.asks = full, np.array(asks, dtype=np.float64).reshape(len(order), 3)
+        plan = profile.plan_columns(last.asks, self._shapes, horizon)
         started: list[_Job] = []
         for entry, alloc in zip(order, plan, strict=True):
             if alloc is not None:
@@ -509,6 +562,7 @@ class SlurmRun:
     def _start(self, entry: _Job, alloc: Allocation, now: float) -> None:
         self.changed = True
         self._version += 1
+        self._queued += 1
         entry.start = now
         entry.alloc = alloc
         entry.rows = slice_rows(alloc)
@@ -519,6 +573,7 @@ class SlurmRun:
     def _finish(self, entry: _Job) -> None:
         now = self.engine.now
         self._version += 1
+        self._queued += 1
         entry.end = now
         self.free.give(entry.alloc)
         del self.running[entry.job.id]
@@ -530,14 +585,18 @@ class SlurmRun:
             gone = {e.job.id for e in started}
             self.queue = [e for e in self.queue if e.job.id not in gone]
             self._smallest = None
+            self._queued += 1
 
     # --- what the daemon reads ----------------------------------------------------------------------
     def snapshot(self, now: float) -> ClusterSnapshot:
         """As the daemon builds it: squeue's jobs (time limits, Slurm's current priorities, no true
         runtimes), free capacity per node, the accounting's history as last read (every
         `history_interval_s`, as the daemon's engine reads sshare and sacct), and no origin."""
-        arrived = sorted(self.queue, key=_ARRIVAL)
-        pending = [e.shown_at(p) for e, p in zip(arrived, self._priorities(arrived, now), strict=True)]
+        if not self._same_queue(self._pending_at, now):
+            arrived = sorted(self.queue, key=_ARRIVAL)
+            views = (e.shown_at(p) for e, p in zip(arrived, self._priorities(arrived, now), strict=True))
+            self._pending_at = (self._queued, now, tuple(views))
+        pending = self._pending_at[2]  # one tuple while the queue holds: `core/quiet` signs it once
         if self._shown_running[0] != self._version:  # the running set is shown as it was last time
             shown = (RunningJob(e.shown, e.start, e.alloc) for e in self.running.values())
             self._shown_running = (self._version, tuple(sorted(shown, key=lambda r: (r.start, r.job.id))))
@@ -551,7 +610,7 @@ class SlurmRun:
             free_gpus=tuple(self.free.gpus),
             free_cpus=tuple(self.free.cpus),
             free_mem_mb=tuple(self.free.mem),
-            pending=tuple(pending),
+            pending=pending,
             running=running,
             history=self._shown_history,
         )
@@ -724,10 +783,15 @@ class Profile:
         self, asks: Sequence[tuple[int, float, int]], shapes: ShapeTable, horizon: float
     ) -> list[Allocation | None]:
         """`plan` for jobs given as (GPUs, time limit, shape number in `shapes`)."""
+        return self.plan_columns(np.array(asks, dtype=np.float64).reshape(len(asks), 3), shapes, horizon)
+
+    def plan_columns(
+        self, columns: npt.NDArray[np.float64], shapes: ShapeTable, horizon: float
+    ) -> list[Allocation | None]:
+        """`plan_numbered` with the asks as one float64 array [jobs, 3], which it does not change."""
         a = self.arrays
-        n = len(asks)
+        n = len(columns)
         self._room(2 * n)
-        columns = np.array(asks, dtype=np.float64).reshape(n, 3)
         gpus, shape = columns[:, 0].astype(np.int64), columns[:, 2].astype(np.int64)
         slices = np.zeros((n, a.widest, 4), dtype=np.int64)
         started, self.size = backfill_pass(

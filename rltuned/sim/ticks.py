@@ -159,7 +159,9 @@ class TickEpisode:
             self.snapshot = None
             self.result = replace(self.run.result(), guarded=frozenset(self.guarded))
             return
-        self.snapshot = snapshot
+        last, self.snapshot = self.snapshot, snapshot
+        if last is not None and last.pending is snapshot.pending and last.running is snapshot.running:
+            return  # the same jobs as last tick (SlurmRun keeps its views): the ledger holds only theirs
         self.written.keep_only({j.id for j in snapshot.pending} | {r.job.id for r in snapshot.running})
 
 

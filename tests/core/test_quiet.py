@@ -62,6 +62,24 @@ def test_priorities_slurm_ages_are_no_change_but_one_someone_else_changed_is() -
     assert due(snapshot(1060.0, topped), 600.0, ledger(last, ours))
 
 
+def test_the_same_pending_jobs_are_checked_again_once_the_ledger_or_the_queue_changes() -> None:
+    """The simulator hands over one pending tuple while its queue holds, and `due` skips a second look
+    at it: a ledger that changed since, or an equal queue in a new tuple, is looked at again."""
+    last = settled_at(snapshot(1000.0, JOBS))
+    written = ledger(last, {1: 900, 2: 800})
+    quiet = snapshot(1060.0, JOBS)
+    assert not due(quiet, 600.0, written)
+    assert not due(replace(quiet, now=1120.0), 600.0, written)  # the same tuple, the same ledger
+    written.record(2, priority=950)  # the ledger moved (a write the plan made), Slurm's job did not
+    assert due(replace(quiet, now=1180.0), 600.0, written)
+    written.record(2, priority=800)
+    assert not due(replace(quiet, now=1240.0), 600.0, written)
+    topped = (JOBS[0], replace(JOBS[1], priority=950))
+    assert due(snapshot(1300.0, topped), 600.0, written)  # someone else's write, in a new tuple
+    assert signature(replace(quiet, now=1360.0)) == last.signature
+    assert signature(replace(quiet, now=1360.0))[0] is signature(quiet)[0]  # one object: cheap to compare
+
+
 def test_left_work_no_decision_yet_or_refresh_zero_always_decide() -> None:
     now = snapshot(1060.0, JOBS)
     assert due(now, 600.0, ledger(None, {}))

@@ -7,11 +7,22 @@ job id.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
+import numpy as np
+import pytest
+
+from rltuned.clusters import load_cluster
 from rltuned.core import CoreSettings, Lever
 from rltuned.core.plan import Action, Plan
+from rltuned.domain import Job
+from rltuned.estimates import apply_estimates
+from rltuned.sim.runner import Window
 from rltuned.sim.simulator import SimResult
 from rltuned.sim.slurm import SlurmParams, SlurmRun
 from rltuned.sim.ticks import TickSettings, run_ticks
+from rltuned.traces import load_trace
+from rltuned.traces.bundled import resolve_trace
 from tests.builders import cluster, job
 
 ONE_NODE = cluster(("P100", 4, 1))
@@ -220,3 +231,47 @@ def test_a_node_list_write_changes_where_the_next_backfill_pass_may_start_a_job(
     result = with_writes(SlurmRun(two, jobs, interval_s=40.0), 40.0, writes)
     assert starts(result) == {0: 0, 1: 0, 2: 0, 3: 200, 4: 300}
     assert [s.node for r in result.records if r.job.id == 4 for s in r.allocation] == [2]
+
+
+@pytest.mark.parametrize("kind", ["priority", "site_factor"])
+def test_the_kept_priority_order_and_squeue_view_change_no_snapshot_and_no_start(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The priority order and squeue's view are kept while the queue holds (arrivals, starts,
+    completions and writes move it; so does the clock while any queued job's multifactor priority is
+    unwritten). Rebuilt at every read instead, as before they were kept, every snapshot and every job's
+    start and nodes are the same, on a Philly stretch where a queue forms and where the daemon writes a
+    random third of the queue at each tick, so that some jobs age in multifactor beside written ones."""
+    jobs, warmup = Window(100, 300).with_warmup(
+        apply_estimates(load_trace(resolve_trace("philly")).jobs, "qssf-noise", 0)[0][30_100:30_400], 100
+    )
+
+    def drive(rebuilt: bool) -> tuple[list[tuple[float, tuple[Job, ...]]], SimResult]:
+        run = SlurmRun(load_cluster("philly-slice"), jobs, warmup)
+        if rebuilt:
+            monkeypatch.setattr(run, "_same_queue", lambda at, now: False)
+        rng = np.random.default_rng(0)
+        seen, loop = [], run.loop()
+        try:
+            snapshot = next(loop)
+            while True:
+                seen.append((snapshot.now, snapshot.pending))
+                chosen = [j.id for j in snapshot.pending if rng.random() < 1 / 3]
+                writes = tuple(Action(i, kind, (), int(rng.integers(1, 5_000))) for i in chosen)
+                snapshot = loop.send(Plan(writes, 0))
+        except StopIteration:
+            pass
+        return seen, run.result()
+
+    kept, rebuilt = drive(False), drive(True)
+    assert len(kept[0]) > 500 and max(len(p) for _, p in kept[0]) >= 10  # a queue forms
+
+    def reused(seen: list[tuple[float, tuple[Job, ...]]]) -> int:
+        return sum(a[1] is b[1] for a, b in pairwise(seen))
+
+    # A written Priority is fixed, so an unchanged queue is served again; a SiteFactor adds to
+    # multifactor, which ages, so that view is rebuilt at every tick (it is kept within an instant).
+    assert reused(kept[0]) > 50 if kind == "priority" else reused(kept[0]) == 0
+    assert reused(rebuilt[0]) == 0
+    assert kept[0] == rebuilt[0]
+    assert kept[1].records == rebuilt[1].records and kept[1].background == rebuilt[1].background
