@@ -16,7 +16,13 @@ MODELS = sorted(p.parent for p in [*ROOT.glob("*/manifest.json"), *ROOT.glob("*/
 
 
 def test_models_are_shipped() -> None:
-    shipped = {"philly-sjf-bsld", "philly-fcfs-bsld-ticks", "itp-fcfs-bsld-ticks", "wagap-fcfs-bsld-ticks"}
+    shipped = {
+        "philly-sjf-bsld",
+        "philly-fcfs-bsld-ticks",
+        "itp-sjf-bsld",
+        "itp-fcfs-bsld-ticks",
+        "wagap-fcfs-bsld-ticks",
+    }
     assert {m.name for m in MODELS} >= shipped
 
 
