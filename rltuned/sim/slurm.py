@@ -584,8 +584,7 @@ class SlurmRun:
         if started:
             gone = {e.job.id for e in started}
             self.queue = [e for e in self.queue if e.job.id not in gone]
-            self._smallest = None
-            self._queued += 1
+            self._smallest = None  # `_queued` moved with each `_start`
 
     # --- what the daemon reads ----------------------------------------------------------------------
     def snapshot(self, now: float) -> ClusterSnapshot:
@@ -777,18 +776,13 @@ class Profile:
         within the horizon; returns the allocation of each job that starts now (None for the others).
         `shapes` numbers demand shapes (kept by the caller across passes)."""
         asks = [(demand.gpus, limit, shapes.number(demand)) for demand, limit in jobs]
-        return self.plan_numbered(asks, shapes, horizon)
-
-    def plan_numbered(
-        self, asks: Sequence[tuple[int, float, int]], shapes: ShapeTable, horizon: float
-    ) -> list[Allocation | None]:
-        """`plan` for jobs given as (GPUs, time limit, shape number in `shapes`)."""
         return self.plan_columns(np.array(asks, dtype=np.float64).reshape(len(asks), 3), shapes, horizon)
 
     def plan_columns(
         self, columns: npt.NDArray[np.float64], shapes: ShapeTable, horizon: float
     ) -> list[Allocation | None]:
-        """`plan_numbered` with the asks as one float64 array [jobs, 3], which it does not change."""
+        """`plan` for jobs given as one float64 array [jobs, 3] of (GPUs, time limit, shape number in
+        `shapes`), which it does not change."""
         a = self.arrays
         n = len(columns)
         self._room(2 * n)
