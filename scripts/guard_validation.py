@@ -30,6 +30,7 @@ from rltuned.sim.ticks import TickSettings
 HOUR = 3600.0
 GUARDS: dict[str, GuardSettings] = {
     "default (7 d, 128 places for 12 h)": GuardSettings(),
+    "default, back to base rank": GuardSettings(promote_to="base_rank"),
     "32 places for 2 h": GuardSettings(max_displacement=32, grace_s=2 * HOUR),
     "16 places for 1 h": GuardSettings(max_displacement=16, grace_s=1 * HOUR),
     "waits over 1 d first": GuardSettings(max_wait_s=24 * HOUR),
@@ -65,7 +66,12 @@ def _score(task: tuple[str, int]) -> tuple[str, int, Metrics]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
+    parser.add_argument("--only", default="", help="comma-separated name prefixes of the settings to run")
     args = parser.parse_args()
+    if args.only:
+        keep = [name for name in GUARDS if any(name.startswith(p) for p in args.only.split(","))]
+        for name in [name for name in GUARDS if name not in keep]:
+            del GUARDS[name]
     _setup(args.model)
     validators = _STATE["validators"]
     assert isinstance(validators, dict)

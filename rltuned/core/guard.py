@@ -30,6 +30,9 @@ from rltuned.domain import ClusterSnapshot
 
 MAX_WAIT = "max_wait"
 DISPLACED = "displaced"
+HEAD = "head"
+BASE_RANK = "base_rank"
+PROMOTE_TO = (HEAD, BASE_RANK)
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,13 @@ class GuardSettings:
     grace_s: float = 12 * 3600.0
     user_max_wait_s: Mapping[str, float] = field(default_factory=dict)
     """Per-user caps on waiting, tighter or looser than `max_wait_s`."""
+    promote_to: str = HEAD
+    """Where a job the guard acts on goes: `head` (ahead of every ranked job, in base order) or
+    `base_rank` (back at the place the admin's base policy gives it, undoing what the ranking did)."""
+
+    def __post_init__(self) -> None:
+        if self.promote_to not in PROMOTE_TO:
+            raise ValueError(f"promote_to must be one of {PROMOTE_TO}, got {self.promote_to!r}")
 
     @property
     def off(self) -> bool:
@@ -90,6 +100,14 @@ def guard(
                 deadline = min(deadline, since + settings.grace_s)
     if not reasons:
         return Guarded(ranking, clock, deadline)
-    first = tuple(job for job in ranking.base_order if job.id in reasons)
-    rest = tuple(job for job in ranking.order if job.id not in reasons)
-    return Guarded(replace(ranking, order=first + rest, guarded=reasons), clock, deadline)
+    ahead = reasons if settings.promote_to == HEAD else {}
+    order = [job for job in ranking.base_order if job.id in ahead]
+    order += [job for job in ranking.order if job.id not in reasons]
+    # Back to base rank: in base order, each at its base rank or just after the one before it, so a
+    # later insertion never moves an earlier one down.
+    place = len(ahead) - 1
+    for job in ranking.base_order:
+        if job.id in reasons and job.id not in ahead:
+            place = min(max(base_rank[job.id], place + 1), len(order))
+            order.insert(place, job)
+    return Guarded(replace(ranking, order=tuple(order), guarded=reasons), clock, deadline)

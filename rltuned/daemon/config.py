@@ -150,6 +150,9 @@ class GuardSection(_Section):
     """... for this long before the job goes first."""
     user_max_wait_s: dict[str, float] = {}
     """Per-user caps that replace `max_wait_s` (same rule), e.g. {alice = 3600}."""
+    promote_to: Literal["head", "base_rank"] = "head"
+    """Where a job the guard acts on goes: ahead of every ranked job, or back to its base rank. Must be
+    what the model was trained with (its manifest's `guard.promote_to`)."""
 
     @field_validator("user_max_wait_s")
     @classmethod
@@ -161,8 +164,10 @@ class GuardSection(_Section):
 
     def settings(self) -> GuardSettings:
         if not self.enabled:
-            return GuardSettings(None, None, self.grace_s, {})
-        return GuardSettings(self.max_wait_s, self.max_displacement, self.grace_s, dict(self.user_max_wait_s))
+            return GuardSettings(None, None, self.grace_s, {}, self.promote_to)
+        return GuardSettings(
+            self.max_wait_s, self.max_displacement, self.grace_s, dict(self.user_max_wait_s), self.promote_to
+        )
 
 
 class DaemonSettings(_Section):

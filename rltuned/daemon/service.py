@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -80,7 +81,7 @@ def check_readable_base(base: str) -> None:
         )
 
 
-def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str) -> None:
+def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str, promote_to: str) -> None:
     """ModelLoadError when the model was trained on another base policy than `policy.base`: a model
     re-ranks its own base's order (the rows of its state and its fallback), and serving it on another
     order is not what was evaluated. Likewise for quiet ticks (`policy.refresh_s`, `core/quiet.py`): a
@@ -88,6 +89,9 @@ def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str) -> 
     `base` or `refresh_s` (a hand-made model, or one from before quiet ticks) is not checked for it.
     And for slots (`slurm.slots`): a model trained on an HPC log's cores ranks by CPUs, one trained on GPUs
     by GPUs; a model whose slots are unknown (its training cluster is not on this machine) is not checked.
+    And for where the starvation guard puts a held-down job (`guard.promote_to`): a manifest's guard
+    record from before the setting existed was trained with `head`; a manifest with no guard record is
+    not checked.
 
     The one check behind start-up, `reload-model`/SIGHUP and `rltuned --check-config`."""
     trained = model.manifest.get("base")
@@ -103,6 +107,14 @@ def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str) -> 
             f"model {model.path} was trained with refresh_s = {float(refresh):g} but policy.refresh_s is "
             f"{policy.refresh_s:g}; set policy.refresh_s = {float(refresh):g}"
         )
+    guard = model.manifest.get("guard")
+    if isinstance(guard, Mapping):
+        trained_to = str(guard.get("promote_to", "head"))
+        if trained_to != promote_to:
+            raise ModelLoadError(
+                f"model {model.path} was trained with guard.promote_to = {trained_to!r} but guard.promote_to "
+                f"is {promote_to!r}; set guard.promote_to = {trained_to!r}"
+            )
     trained_on = trained_slots(model.manifest)
     if trained_on is not None and trained_on != slots:
         raise ModelLoadError(
@@ -118,7 +130,7 @@ def validated_model(path: Path, engine: Engine | None, settings: Settings) -> Lo
     tick."""
     model = load_model(path)
     policy = settings.policy
-    check_model_base(model, policy, settings.slurm.slots)
+    check_model_base(model, policy, settings.slurm.slots, settings.guard.promote_to)
     decision = engine.last_decided if engine is not None else None  # one reference read: no lock needed
     if engine is None or decision is None or not decision.view.snapshot.pending:
         return model
@@ -430,7 +442,7 @@ class Service:
             serving = self.engine.model
             if serving is not None:
                 try:
-                    check_model_base(serving, fresh.policy, fresh.slurm.slots)
+                    check_model_base(serving, fresh.policy, fresh.slurm.slots, fresh.guard.promote_to)
                 except ModelLoadError as exc:  # policy.base changed under it
                     self._unavailable(serving.path, exc)
         self.log.info("config_reloaded", mode=self.mode, base=fresh.policy.base, lever=fresh.apply.lever)

@@ -13,6 +13,9 @@ from rltuned.errors import UsageError
 from rltuned.policies.loglinear import parse_loglinear
 
 VALIDATION_SCORES = ("pooled", "per_window")
+PROMOTE_TO = ("head", "base_rank")
+"""core/guard.py's PROMOTE_TO, restated because importing the decision core imports torch (a test
+checks that the two agree)."""
 
 
 @dataclass
@@ -40,6 +43,9 @@ class Args:
     refresh_s: float = 0.0
     """ticks: the daemon's policy.refresh_s: a tick where nothing changed since the last decision decides
     again only this long after it (core/quiet.py; 0: every tick)"""
+    guard_promote_to: str = "head"
+    """ticks: the daemon's guard.promote_to, where the starvation guard puts a job the ranking held down
+    (head | base_rank; core/guard.py)"""
     slurm_config: str | None = None
     """ticks: a saved `scontrol show config` of the Slurm to model (default: Slurm 22.05's defaults, with
     --backfill choosing sched/backfill or sched/builtin)"""
@@ -134,6 +140,12 @@ class Args:
             (self.minutes is None or self.minutes > 0, "minutes", self.minutes, "> 0"),
             (self.interval_s > 0, "interval_s", self.interval_s, "> 0"),
             (self.refresh_s >= 0, "refresh_s", self.refresh_s, ">= 0 (0: every tick)"),
+            (
+                self.guard_promote_to in PROMOTE_TO,
+                "guard_promote_to",
+                self.guard_promote_to,
+                " or ".join(PROMOTE_TO),
+            ),
             (self.pi_lr > 0, "pi_lr", self.pi_lr, "> 0"),
             (self.vf_lr > 0, "vf_lr", self.vf_lr, "> 0"),
             (self.update_epochs >= 1, "update_epochs", self.update_epochs, ">= 1"),

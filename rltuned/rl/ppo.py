@@ -115,7 +115,8 @@ def tick_settings(args: Args) -> TickSettings:
     else:
         slurm = params_from_file(Path(args.slurm_config))
     args.extra["slurm_params"] = params_record(slurm)
-    args.extra["guard"] = asdict(GuardSettings())  # the daemon's default `[guard]`, recorded with the model
+    # The daemon's default `[guard]` with the run's promote_to, recorded with the model.
+    args.extra["guard"] = asdict(GuardSettings(promote_to=args.guard_promote_to))
     return tick_settings_of({**asdict(args), **args.extra}, args.base)
 
 
