@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from rltuned.core import CoreSettings, Ranking, Written, decide_ranked
-from rltuned.core.guard import DISPLACED, MAX_WAIT, GuardSettings, guard
+from rltuned.core.guard import BASE_RANK, DISPLACED, MAX_WAIT, GuardSettings, guard
 from rltuned.domain import ClusterSnapshot, Job
 from rltuned.sim.ticks import UNPINNED, TickEpisode, TickSettings
 from tests.builders import cluster, job
@@ -77,6 +80,44 @@ def test_displacement_promotes_only_after_the_grace_period_and_its_clock_restart
     assert not again.ranking.guarded and again.displaced_since == {1: HOUR + 120}
 
 
+def test_back_to_base_rank_undoes_what_the_ranking_did_instead_of_jumping_the_queue() -> None:
+    """On ITP, four jobs put at the head by the waiting cap stopped Slurm's main scheduler and took one
+    validation window from 4.5 to 15.4 (docs/training.md); back at their base rank they do not."""
+    jobs = [job(i, submit=0.0, gpus=1, runtime=60.0, user=f"u{i}") for i in range(1, 7)]
+    ranking = _ranking(jobs, [1, 2, 4, 5, 6, 3])  # job 3: base rank 2, ranked last
+    head = GuardSettings(max_wait_s=HOUR, max_displacement=None)
+    assert _ids(guard(ranking, _snapshot(HOUR, jobs), head, {}).ranking) == [3, 1, 2, 4, 5, 6]
+    undo = GuardSettings(max_wait_s=HOUR, max_displacement=None, promote_to=BASE_RANK)
+    out = guard(ranking, _snapshot(HOUR, jobs), undo, {}).ranking
+    assert _ids(out) == [1, 2, 3, 4, 5, 6] and out.guarded == {3: MAX_WAIT}
+    displaced = GuardSettings(max_wait_s=None, max_displacement=2, grace_s=0.0, promote_to=BASE_RANK)
+    assert _ids(guard(_ranking(jobs, [2, 3, 4, 5, 1, 6]), _snapshot(0.0, jobs), displaced, {}).ranking) == [
+        1, 2, 3, 4, 5, 6
+    ]  # fmt: skip
+
+
+@given(st.permutations(list(range(1, 9))), st.sets(st.integers(1, 8)))
+def test_back_at_base_rank_every_acted_on_job_sits_exactly_at_its_base_rank(
+    order: list[int], old: set[int]
+) -> None:
+    """Each job the guard acts on lands at its base rank; the others keep the ranking's order."""
+    jobs = [job(i, submit=0.0 if i in old else 9 * HOUR, gpus=1, runtime=60.0) for i in range(1, 9)]
+    undo = GuardSettings(max_wait_s=HOUR, max_displacement=None, promote_to=BASE_RANK)
+    out = guard(_ranking(jobs, order), _snapshot(2 * HOUR, jobs), undo, {}).ranking
+    assert sorted(_ids(out)) == list(range(1, 9))
+    for job_id in out.guarded:
+        assert _ids(out).index(job_id) == job_id - 1  # base order is id order here
+    assert [i for i in _ids(out) if i not in out.guarded] == [i for i in order if i not in out.guarded]
+    assert set(out.guarded) == {i for i in old if order.index(i) > i - 1}  # pushed below base, old
+
+
+def test_a_guard_rule_no_one_knows_is_refused() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="promote_to must be one of"):
+        GuardSettings(promote_to="front")
+
+
 def test_off_leaves_the_ranking_alone() -> None:
     settings = GuardSettings(max_wait_s=None, max_displacement=None)
     ranking = _ranking(JOBS, [4, 3, 2, 1])
@@ -121,7 +162,7 @@ def test_training_and_evaluation_run_with_the_guard() -> None:
 
 
 def test_a_model_is_evaluated_under_the_guard_it_was_trained_with() -> None:
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
     from rltuned.rl.evaluate import tick_settings_of
 
@@ -130,3 +171,17 @@ def test_a_model_is_evaluated_under_the_guard_it_was_trained_with() -> None:
     )
     assert tick_settings_of({"guard": asdict(trained)}, "sjf").core.guard == trained
     assert tick_settings_of({}, "sjf").core.guard == GuardSettings()  # older models: today's default
+    undo = replace(trained, promote_to="base_rank")
+    assert tick_settings_of({"guard": asdict(undo)}, "sjf").core.guard == undo
+
+
+def test_training_records_the_guard_it_was_told_and_the_cli_lists_the_same_rules() -> None:
+    from rltuned.core.guard import PROMOTE_TO
+    from rltuned.rl.args import PROMOTE_TO as FLAG_VALUES
+    from rltuned.rl.args import Args
+    from rltuned.rl.ppo import tick_settings
+
+    assert FLAG_VALUES == PROMOTE_TO
+    args = Args(guard_promote_to="base_rank")
+    assert tick_settings(args).core.guard.promote_to == "base_rank"
+    assert args.extra["guard"]["promote_to"] == "base_rank"  # what the manifest records
