@@ -673,7 +673,7 @@ def render_evaluation(body: dict[str, Any]) -> str:
         if guarded.get("base") or guarded.get("rl"):
             lines.append(
                 f"{r['base']:>12} {'guarded':>11} {guarded['base']:>12} {guarded['rl']:>12}"
-                "  jobs the starvation guard put first"
+                "  jobs the starvation guard acted on"
             )
     return "\n".join(lines)
 

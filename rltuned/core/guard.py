@@ -9,11 +9,16 @@ evaluates with exactly the bound the daemon enforces:
 - a job the ranking puts more than `max_displacement` places below its base rank, tick after tick for
   `grace_s`, goes ahead too.
 
+With `promote_to = "base_rank"` such a job goes back to its base rank instead: what the ranking did to
+it is undone, without jumping the queue. On ITP's validation four jobs put at the head by the waiting
+cap took one window from 4.5 to 15.4 (a large job at the head stops Slurm's main scheduler); back at
+their base rank, 4.5 (docs/training.md).
+
 Only what the ranking did is bounded: a job the base policy itself keeps waiting (a base ranking, or a
 model that ranks the job no lower than the base does) is left where the admin's base policy puts it.
 Promoting every old job regardless, on an overloaded window of ITP's validation split, put 61 of them
 (warm-up jobs among them) at the head and took SJF's bounded slowdown from 4.1 to 24.1 and its longest
-wait from 7.1 to 10.8 days. Promoted jobs keep their base order among themselves.
+wait from 7.1 to 10.8 days. Jobs the guard acts on keep their base order among themselves.
 
 The displacement clock is per job and lives in the planner's memory (`Written.displaced_since`),
 committed by whoever applies the decision, so a dry-run `plan` does not move it.
@@ -26,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from rltuned.core.ranking import Ranking
-from rltuned.domain import ClusterSnapshot
+from rltuned.domain import ClusterSnapshot, Job
 
 MAX_WAIT = "max_wait"
 DISPLACED = "displaced"
@@ -38,7 +43,7 @@ PROMOTE_TO = (HEAD, BASE_RANK)
 @dataclass(frozen=True)
 class GuardSettings:
     max_wait_s: float | None = 7 * 86400.0
-    """A job the ranking pushed below its base rank goes first once pending this long (None: no bound)."""
+    """A job the ranking pushed below its base rank is promoted once pending this long (None: no bound)."""
     max_displacement: int | None = 128
     """Places below its base rank a job may be pushed for longer than `grace_s` (None: unbounded)."""
     grace_s: float = 12 * 3600.0
@@ -60,7 +65,8 @@ class GuardSettings:
 @dataclass(frozen=True)
 class Guarded:
     ranking: Ranking
-    """The ranking with promoted jobs first (`ranking.guarded` names them and why)."""
+    """The ranking with the jobs the guard acted on first, or at their base ranks (`ranking.guarded`
+    names them and why)."""
     displaced_since: Mapping[int, float]
     """The displacement clock after this tick, for the applier to commit."""
     deadline: float = math.inf
@@ -100,14 +106,21 @@ def guard(
                 deadline = min(deadline, since + settings.grace_s)
     if not reasons:
         return Guarded(ranking, clock, deadline)
-    ahead = reasons if settings.promote_to == HEAD else {}
+    order = _reordered(ranking, reasons, base_rank, settings.promote_to)
+    return Guarded(replace(ranking, order=tuple(order), guarded=reasons), clock, deadline)
+
+
+def _reordered(
+    ranking: Ranking, reasons: Mapping[int, str], base_rank: Mapping[int, int], promote_to: str
+) -> list[Job]:
+    """The ranking with the jobs the guard acts on first (in base order), or each at its base rank."""
+    ahead = reasons if promote_to == HEAD else {}
     order = [job for job in ranking.base_order if job.id in ahead]
     order += [job for job in ranking.order if job.id not in reasons]
-    # Back to base rank: in base order, each at its base rank or just after the one before it, so a
-    # later insertion never moves an earlier one down.
-    place = len(ahead) - 1
-    for job in ranking.base_order:
-        if job.id in reasons and job.id not in ahead:
-            place = min(max(base_rank[job.id], place + 1), len(order))
-            order.insert(place, job)
-    return Guarded(replace(ranking, order=tuple(order), guarded=reasons), clock, deadline)
+    if not ahead:
+        # In base order, so each lands at its base rank: the ranks rise, and the list is always long
+        # enough to hold the next one there (every job above it is already in).
+        for job in ranking.base_order:
+            if job.id in reasons:
+                order.insert(base_rank[job.id], job)
+    return order

@@ -41,7 +41,8 @@ class Ranking:
     """Time spent building the state (0 when no model asked for it)."""
     policy_s: float = 0.0
     guarded: Mapping[int, str] = field(default_factory=dict)
-    """Jobs the starvation guard put first, and why ("max_wait" or "displaced"; `core/guard.py`)."""
+    """Jobs the starvation guard acted on (put first, or back at their base rank), and why ("max_wait"
+    or "displaced"; `core/guard.py`)."""
 
     @cached_property
     def observation(self) -> Observation:

@@ -142,17 +142,21 @@ class GuardSection(_Section):
 
     enabled: bool = True
     max_wait_s: float = Field(_GUARD.max_wait_s or 0.0, gt=0)
-    """A job the model ranks below its base rank goes ahead of every ranked job once pending this long
-    (default 7 days, multifactor's MaxAge)."""
+    """A job the model ranks below its base rank goes ahead of every ranked job (or back to its base
+    rank, `promote_to`) once pending this long (default 7 days, multifactor's MaxAge)."""
     max_displacement: int = Field(_GUARD.max_displacement or 0, ge=1)
     """Places below its base rank the model may push a job ..."""
     grace_s: float = Field(_GUARD.grace_s, ge=0)
-    """... for this long before the job goes first."""
+    """... for this long before the guard acts on it the same way."""
     user_max_wait_s: dict[str, float] = {}
     """Per-user caps that replace `max_wait_s` (same rule), e.g. {alice = 3600}."""
     promote_to: Literal["head", "base_rank"] = "head"
     """Where a job the guard acts on goes: ahead of every ranked job, or back to its base rank. Must be
-    what the model was trained with (its manifest's `guard.promote_to`)."""
+    what the model was trained with (its manifest's `guard.promote_to`) while the guard is enabled."""
+
+    def served_promote_to(self) -> str | None:
+        """The rule a model must have been trained with; None when the guard is off and none applies."""
+        return self.promote_to if self.enabled else None
 
     @field_validator("user_max_wait_s")
     @classmethod

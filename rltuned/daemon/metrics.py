@@ -77,7 +77,8 @@ class Metrics:
         )
         self.guarded = Counter(
             "rltuned_guard_promotions_total",
-            "Job-ticks the starvation guard put a job ahead of the ranking, by reason (max_wait, displaced).",
+            "Job-ticks the starvation guard put a job ahead of the ranking or back at its base rank, "
+            "by reason (max_wait, displaced).",
             ["reason"],
             registry=r,
         )

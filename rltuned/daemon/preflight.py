@@ -40,7 +40,7 @@ def check(settings: Settings) -> list[str]:
     if settings.policy.model is not None:
         try:
             model = load_model(settings.policy.model)
-            check_model_base(model, settings.policy, settings.slurm.slots, settings.guard.promote_to)
+            check_model_base(model, settings.policy, settings.slurm.slots, settings.guard.served_promote_to())
         except ModelLoadError as exc:
             raise ConfigError(f"policy.model: {exc}") from None
         manifest = model.manifest

@@ -81,7 +81,7 @@ def check_readable_base(base: str) -> None:
         )
 
 
-def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str, promote_to: str) -> None:
+def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str, promote_to: str | None) -> None:
     """ModelLoadError when the model was trained on another base policy than `policy.base`: a model
     re-ranks its own base's order (the rows of its state and its fallback), and serving it on another
     order is not what was evaluated. Likewise for quiet ticks (`policy.refresh_s`, `core/quiet.py`): a
@@ -90,8 +90,8 @@ def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str, pro
     And for slots (`slurm.slots`): a model trained on an HPC log's cores ranks by CPUs, one trained on GPUs
     by GPUs; a model whose slots are unknown (its training cluster is not on this machine) is not checked.
     And for where the starvation guard puts a held-down job (`guard.promote_to`): a manifest's guard
-    record from before the setting existed was trained with `head`; a manifest with no guard record is
-    not checked.
+    record from before the setting existed was trained with `head`; a manifest with no guard record, or
+    a daemon whose guard is off (`promote_to` None), is not checked.
 
     The one check behind start-up, `reload-model`/SIGHUP and `rltuned --check-config`."""
     trained = model.manifest.get("base")
@@ -108,7 +108,7 @@ def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str, pro
             f"{policy.refresh_s:g}; set policy.refresh_s = {float(refresh):g}"
         )
     guard = model.manifest.get("guard")
-    if isinstance(guard, Mapping):
+    if isinstance(guard, Mapping) and promote_to is not None:
         trained_to = str(guard.get("promote_to", "head"))
         if trained_to != promote_to:
             raise ModelLoadError(
@@ -130,7 +130,7 @@ def validated_model(path: Path, engine: Engine | None, settings: Settings) -> Lo
     tick."""
     model = load_model(path)
     policy = settings.policy
-    check_model_base(model, policy, settings.slurm.slots, settings.guard.promote_to)
+    check_model_base(model, policy, settings.slurm.slots, settings.guard.served_promote_to())
     decision = engine.last_decided if engine is not None else None  # one reference read: no lock needed
     if engine is None or decision is None or not decision.view.snapshot.pending:
         return model
@@ -442,7 +442,9 @@ class Service:
             serving = self.engine.model
             if serving is not None:
                 try:
-                    check_model_base(serving, fresh.policy, fresh.slurm.slots, fresh.guard.promote_to)
+                    check_model_base(
+                        serving, fresh.policy, fresh.slurm.slots, fresh.guard.served_promote_to()
+                    )
                 except ModelLoadError as exc:  # policy.base changed under it
                     self._unavailable(serving.path, exc)
         self.log.info("config_reloaded", mode=self.mode, base=fresh.policy.base, lever=fresh.apply.lever)

@@ -287,6 +287,12 @@ def _resume(args: Args, agent: ActorCritic, opts: Optimizers) -> tuple[Curve, fl
     if not (args.resume and checkpoint.is_file()):
         return [], 0.0, False
     state = torch.load(checkpoint, weights_only=True)
+    trained = state.get("extra", {}).get("guard", {}).get("promote_to", "head")
+    if trained != args.guard_promote_to:
+        raise UsageError(
+            f"--guard-promote-to {args.guard_promote_to}: the run being resumed trained with {trained}; "
+            "resume with that or start a new run"
+        )
     agent.load_state_dict(state["agent"])
     opts[0].load_state_dict(state["pi_opt"])
     opts[1].load_state_dict(state["vf_opt"])

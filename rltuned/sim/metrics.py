@@ -27,7 +27,7 @@ class Metrics:
     fairness: float
     """Worst user's mean bounded slowdown over the mean of all jobs (1 = perfectly even)."""
     guarded: int = 0
-    """Measured jobs the starvation guard put ahead of the ranking at some tick."""
+    """Measured jobs the starvation guard acted on (put first, or back at base rank) at some tick."""
 
     def as_dict(self) -> dict[str, float | int]:
         return asdict(self)

@@ -126,7 +126,7 @@ class SimResult:
     solver_fallbacks: int = 0
     """MILP solves that failed or ran over their time limit; those passes placed greedily (pack)."""
     guarded: frozenset[int] = frozenset()
-    """Jobs the daemon loop's starvation guard put first at some tick (`core/guard.py`)."""
+    """Jobs the daemon loop's starvation guard acted on at some tick (`core/guard.py`)."""
 
 
 class Simulator:

@@ -75,7 +75,7 @@ class TickEpisode:
         )
         self.written = Written()
         self.guarded: set[int] = set()
-        """Jobs the starvation guard put first at some tick (the evaluation reports how many)."""
+        """Jobs the starvation guard acted on at some tick (the evaluation reports how many)."""
         self.snapshot: ClusterSnapshot | None = None
         self.result: SimResult | None = None
         self.pacer: Pacer | None = None

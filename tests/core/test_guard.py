@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -90,10 +93,11 @@ def test_back_to_base_rank_undoes_what_the_ranking_did_instead_of_jumping_the_qu
     undo = GuardSettings(max_wait_s=HOUR, max_displacement=None, promote_to=BASE_RANK)
     out = guard(ranking, _snapshot(HOUR, jobs), undo, {}).ranking
     assert _ids(out) == [1, 2, 3, 4, 5, 6] and out.guarded == {3: MAX_WAIT}
-    displaced = GuardSettings(max_wait_s=None, max_displacement=2, grace_s=0.0, promote_to=BASE_RANK)
-    assert _ids(guard(_ranking(jobs, [2, 3, 4, 5, 1, 6]), _snapshot(0.0, jobs), displaced, {}).ranking) == [
-        1, 2, 3, 4, 5, 6
-    ]  # fmt: skip
+    held = _ranking(jobs, [1, 3, 4, 5, 2, 6])  # job 2: base rank 1, three places down
+    displaced = GuardSettings(max_wait_s=None, max_displacement=2, grace_s=0.0)
+    assert _ids(guard(held, _snapshot(0.0, jobs), displaced, {}).ranking) == [2, 1, 3, 4, 5, 6]
+    undone = guard(held, _snapshot(0.0, jobs), replace(displaced, promote_to=BASE_RANK), {}).ranking
+    assert _ids(undone) == [1, 2, 3, 4, 5, 6] and undone.guarded == {2: DISPLACED}
 
 
 @given(st.permutations(list(range(1, 9))), st.sets(st.integers(1, 8)))
@@ -162,7 +166,7 @@ def test_training_and_evaluation_run_with_the_guard() -> None:
 
 
 def test_a_model_is_evaluated_under_the_guard_it_was_trained_with() -> None:
-    from dataclasses import asdict, replace
+    from dataclasses import asdict
 
     from rltuned.rl.evaluate import tick_settings_of
 
@@ -185,3 +189,20 @@ def test_training_records_the_guard_it_was_told_and_the_cli_lists_the_same_rules
     args = Args(guard_promote_to="base_rank")
     assert tick_settings(args).core.guard.promote_to == "base_rank"
     assert args.extra["guard"]["promote_to"] == "base_rank"  # what the manifest records
+
+
+def test_a_run_is_not_resumed_under_the_other_guard(tmp_path: Path) -> None:
+    """Half a run under each rule would be neither recipe; the manifest could record only one."""
+    import pytest
+    import torch
+
+    from rltuned.errors import UsageError
+    from rltuned.rl.args import Args
+    from rltuned.rl.ppo import _resume
+
+    torch.save({"extra": {"guard": {"promote_to": "base_rank"}}}, tmp_path / "checkpoint.pt")
+    args = Args(out=str(tmp_path), resume=True)
+    with pytest.raises(
+        UsageError, match="--guard-promote-to head: the run being resumed trained with base_rank"
+    ):
+        _resume(args, None, (None, None))  # type: ignore[arg-type]

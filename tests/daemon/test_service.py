@@ -499,6 +499,10 @@ def test_a_model_trained_with_the_other_guard_is_refused_naming_both(tmp_path: P
     svc = service(tmp_path, policy={"model_dirs": [str(tmp_path)]}, guard={"promote_to": "base_rank"})
     assert svc.handle({"command": "reload-model", "path": str(undoing)})["ok"]
     assert svc.handle({"command": "reload-model", "path": str(older)})["ok"] is False
+    assert svc.settings.core().guard.promote_to == "base_rank"  # what is checked is what the core runs
+    # With the guard off neither rule applies, so neither model is refused for it.
+    svc = service(tmp_path, policy={"model_dirs": [str(tmp_path)]}, guard={"enabled": False})
+    assert svc.handle({"command": "reload-model", "path": str(undoing)})["ok"]
 
 
 def test_a_model_trained_on_cores_is_refused_by_a_daemon_that_reads_gpus_and_the_reverse(
