@@ -19,17 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 import torch
 
 from rltuned.policies.loglinear import LogLinear, parse_loglinear
 from rltuned.rl import plackett_luce as pl
 from rltuned.rl.agent import ActorCritic
 from rltuned.rl.args import Args
-from rltuned.rl.imitate import Demonstration, clone
+from rltuned.rl.imitate import Demonstration, clone, demonstrate
 from rltuned.rl.ppo import IMITATION_SEED_OFFSET, make_env, make_validator, seed_everything, tick_settings
 from rltuned.rl.rollouts import LocalCollector
 from rltuned.rl.tick_env import TickEnv
@@ -40,43 +38,12 @@ from rltuned.sim.ticks import TickEpisode
 TEACHER = "loglinear:b=1,c=0.25,w0=3600"
 
 
-@dataclass(frozen=True)
-class Taught:
-    demo: Demonstration
-    keys: npt.NDArray[np.float32]  # [n, 256]: minus the teacher's key (higher first), 0 on padding
-
-
-def demonstrate_keys(env: TickEnv, teacher: LogLinear, episodes: int, seed: int) -> Taught:
-    """The teacher's own run, as `rl.imitate.demonstrate` records it, plus its key for every slot."""
-    actor, mask, critic, actions, keys = [], [], [], [], []
-    for e in range(episodes):
-        obs, _ = env.reset(seed=seed + e)
-        done = False
-        while not done:
-            actor.append(np.array(obs["actor"]))
-            mask.append(np.array(obs["mask"]))
-            critic.append(np.array(obs["critic"]))
-            episode, current = env.episode, env.current
-            assert episode is not None and current is not None and episode.snapshot is not None
-            snapshot = episode.snapshot
-            by_id = {job.id: job for job in snapshot.pending}
-            row = np.zeros(len(current.job_ids), dtype=np.float32)
-            n = int(current.mask.sum())
-            for i, job_id in enumerate(current.job_ids[:n].tolist()):
-                row[i] = -teacher.key(by_id[job_id], snapshot.context)
-            keys.append(row)
-            actions.append(env.teacher_action(teacher))
-            obs, _, done, _, _ = env.step(actions[-1])
-    zeros = np.zeros(len(actor), dtype=np.float32)
-    demo = Demonstration(np.stack(actor), np.stack(mask), np.stack(critic), zeros, (), np.stack(actions))
-    return Taught(demo, np.stack(keys))
-
-
-def clone_scores(agent: ActorCritic, taught: Taught, steps: int, lr: float, batch: int = 256) -> None:
+def clone_scores(agent: ActorCritic, demo: Demonstration, steps: int, lr: float, batch: int = 256) -> None:
     """Regress the actor's scores onto the teacher's keys, both centred over each decision's real slots."""
-    actor = torch.from_numpy(taught.demo.actor)
-    mask = torch.from_numpy(taught.demo.mask)
-    keys = torch.from_numpy(taught.keys)
+    assert demo.keys is not None, "a teacher's demonstration"
+    actor = torch.from_numpy(demo.actor)
+    mask = torch.from_numpy(demo.mask)
+    keys = torch.from_numpy(demo.keys)
     opt = torch.optim.Adam(agent.actor.parameters(), lr=lr)
     for _ in range(steps):
         mb = torch.randint(len(actor), (min(batch, len(actor)),))
@@ -92,17 +59,17 @@ def clone_scores(agent: ActorCritic, taught: Taught, steps: int, lr: float, batc
 
 
 @torch.no_grad()
-def fidelity(agent: ActorCritic, taught: Taught) -> dict[str, float]:
+def fidelity(agent: ActorCritic, demo: Demonstration) -> dict[str, float]:
     """Held-out agreement with the teacher: first choice, first 8 as a set, and the ranking's likelihood."""
-    actor = torch.from_numpy(taught.demo.actor)
-    mask = torch.from_numpy(taught.demo.mask)
-    ranking = taught.demo.actions
+    actor = torch.from_numpy(demo.actor)
+    mask = torch.from_numpy(demo.mask)
+    ranking = demo.actions
     assert ranking is not None
     scores = agent.actor(actor, mask)
     order = torch.argsort(scores, dim=-1, descending=True).numpy()
     top1, top8 = [], []
     for i in range(len(order)):
-        n = int(taught.demo.mask[i].sum())
+        n = int(demo.mask[i].sum())
         k = min(8, n)
         top1.append(order[i, 0] == ranking[i, 0])
         top8.append(len(set(order[i, :k].tolist()) & set(ranking[i, :k].tolist())) / k)
@@ -147,15 +114,15 @@ def write(row: dict[str, object], out: str) -> None:
             f.write(json.dumps(row) + "\n")
 
 
-def cloned(taught: Taught, setting: str, seed: int, lr: float) -> ActorCritic:
+def cloned(demo: Demonstration, setting: str, seed: int, lr: float) -> ActorCritic:
     loss, steps = setting.split(":")
     seed_everything(seed)
     agent = ActorCritic(0.0)
-    agent.actor.fit_input(torch.from_numpy(taught.demo.actor), torch.from_numpy(taught.demo.mask))
+    agent.actor.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
     if loss == "pl":
-        clone(agent, taught.demo, int(steps), lr, ranks=True)
+        clone(agent, demo, int(steps), lr, ranks=True)
     elif loss == "score":
-        clone_scores(agent, taught, int(steps), lr)
+        clone_scores(agent, demo, int(steps), lr)
     else:
         raise SystemExit(f"unknown loss {loss!r}")
     return agent
@@ -188,9 +155,11 @@ def main() -> None:
         return
     t0 = time.perf_counter()
     start = opts.seed * 1_000_003 + IMITATION_SEED_OFFSET
-    taught = demonstrate_keys(env, teacher, opts.episodes, start)
-    held = demonstrate_keys(env, teacher, opts.held_out, start + 500)
-    print(f"demonstrated {len(taught.keys)} + {len(held.keys)} decisions in {time.perf_counter() - t0:.0f} s")
+    taught = demonstrate(env, opts.episodes, start, args.gamma, teacher)
+    held = demonstrate(env, opts.held_out, start + 500, args.gamma, teacher)
+    print(
+        f"demonstrated {len(taught.actor)} + {len(held.actor)} decisions in {time.perf_counter() - t0:.0f} s"
+    )
     for setting in opts.settings.split(","):
         t1 = time.perf_counter()
         agent = cloned(taught, setting, opts.seed, opts.lr)

@@ -47,6 +47,7 @@ class Demonstration:
     returns: npt.NDArray[np.float32]  # [n] discounted reward-to-go under the demonstrated policy
     gaps: tuple[float, ...]  # the paper's reward per episode: 0 when the agent's run is the base's
     actions: npt.NDArray[np.int64] | None = None  # [n, 256] a teacher's rankings; None: the base's
+    keys: npt.NDArray[np.float32] | None = None  # [n, 256] minus a teacher's keys (TickEnv.teacher_keys)
 
 
 def demonstrate(
@@ -55,7 +56,7 @@ def demonstrate(
     """Run `episodes` windows choosing the base policy's job (or `teacher`'s ranking) at every decision."""
     if teacher is not None and not isinstance(env, TickEnv):
         raise UsageError("a teacher ranks the queue: it needs the daemon's loop (--loop ticks)")
-    actor, mask, critic, rewards, dones, gaps, actions = [], [], [], [], [], [], []
+    actor, mask, critic, rewards, dones, gaps, actions, keys = [], [], [], [], [], [], [], []
     for e in range(episodes):
         obs, _ = env.reset(seed=seed + e)
         done = False
@@ -68,6 +69,7 @@ def demonstrate(
             else:
                 assert isinstance(env, TickEnv)
                 actions.append(env.teacher_action(teacher))
+                keys.append(env.teacher_keys(teacher))
                 obs, reward, done, _, info = env.step(actions[-1])
             rewards.append(reward)
             dones.append(done)
@@ -75,8 +77,10 @@ def demonstrate(
     r = np.array(rewards, dtype=np.float32)
     # lambda = 1 with zero values: GAE's return is the plain discounted reward-to-go.
     _, returns = compute_gae(r, np.zeros_like(r), np.array(dones), 0.0, gamma, 1.0)
-    taught = np.stack(actions) if teacher is not None else None
-    return Demonstration(np.stack(actor), np.stack(mask), np.stack(critic), returns, tuple(gaps), taught)
+    taught, keyed = (np.stack(actions), np.stack(keys)) if teacher is not None else (None, None)
+    return Demonstration(
+        np.stack(actor), np.stack(mask), np.stack(critic), returns, tuple(gaps), taught, keyed
+    )
 
 
 def clone(

@@ -110,6 +110,19 @@ class TickEnv:
         order = [row[job.id] for job in rank(teacher, episode.snapshot) if job.id in row]
         return np.array(order + list(range(n, MAX_JOBS)), dtype=np.int64)
 
+    def teacher_keys(self, teacher: Policy) -> npt.NDArray[np.float32]:
+        """Minus `teacher`'s key for each visible row (higher first, as the actor scores), 0 on padding:
+        a per-job teacher's scores, for a clone that regresses on them (scripts/clone_fidelity.py)."""
+        episode, obs = self.episode, self.current
+        if episode is None or obs is None or episode.snapshot is None:
+            raise RuntimeError("call reset() first")
+        snapshot = episode.snapshot
+        by_id = {job.id: job for job in snapshot.pending}
+        keys = np.zeros(MAX_JOBS, dtype=np.float32)
+        for i, job_id in enumerate(obs.job_ids[: int(obs.mask.sum())].tolist()):
+            keys[i] = -teacher.key(by_id[job_id], snapshot.context)
+        return keys
+
     def step(self, ranking: int | npt.NDArray[np.integer]) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
         if isinstance(ranking, int):
             raise TypeError("the daemon's loop takes a ranking of the slots, not one slot")

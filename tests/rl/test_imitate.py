@@ -184,6 +184,10 @@ def test_a_teacher_is_cloned_instead_of_the_base(tmp_path: Path) -> None:
     assert demo.actions is not None and len(demo.actions) == len(demo.actor)
     moved = float((demo.actions[:, 0] != 0).mean())
     assert moved > 0.1, moved  # the teacher's first choice is often not the base's
+    assert demo.keys is not None  # its scores, for a clone that regresses on them: they rank as it does
+    for keys, mask, ranking in zip(demo.keys, demo.mask, demo.actions, strict=True):
+        ranked = keys[ranking[: int(mask.sum())]]
+        assert (np.diff(ranked) <= 0).all() and (keys[~mask] == 0).all()
     agent = ActorCritic()
     agent.actor.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
     stats = clone(agent, demo, steps=300, lr=3e-3, ranks=True)
