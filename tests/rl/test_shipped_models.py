@@ -21,6 +21,7 @@ def test_models_are_shipped() -> None:
         "philly-fcfs-bsld-ticks",
         "itp-sjf-bsld",
         "itp-fcfs-bsld-ticks",
+        "itp-saf-bsld",
         "wagap-fcfs-bsld-ticks",
     }
     assert {m.name for m in MODELS} >= shipped
