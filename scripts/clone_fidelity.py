@@ -155,8 +155,8 @@ def main() -> None:
         return
     t0 = time.perf_counter()
     start = opts.seed * 1_000_003 + IMITATION_SEED_OFFSET
-    taught = demonstrate(env, opts.episodes, start, args.gamma, teacher)
-    held = demonstrate(env, opts.held_out, start + 500, args.gamma, teacher)
+    taught = demonstrate(env, opts.episodes, start, args.gamma, teacher, keys=True)
+    held = demonstrate(env, opts.held_out, start + 500, args.gamma, teacher, keys=True)
     print(
         f"demonstrated {len(taught.actor)} + {len(held.actor)} decisions in {time.perf_counter() - t0:.0f} s"
     )

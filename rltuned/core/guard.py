@@ -29,15 +29,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal, get_args
 
 from rltuned.core.ranking import Ranking
 from rltuned.domain import ClusterSnapshot, Job
 
 MAX_WAIT = "max_wait"
 DISPLACED = "displaced"
-HEAD = "head"
-BASE_RANK = "base_rank"
-PROMOTE_TO = (HEAD, BASE_RANK)
+PromoteTo = Literal["head", "base_rank"]
+"""Where a job the guard acts on goes (the config's type for `guard.promote_to`)."""
+HEAD: PromoteTo = "head"
+BASE_RANK: PromoteTo = "base_rank"
+PROMOTE_TO: tuple[str, ...] = get_args(PromoteTo)
 
 
 @dataclass(frozen=True)
@@ -114,13 +117,12 @@ def _reordered(
     ranking: Ranking, reasons: Mapping[int, str], base_rank: Mapping[int, int], promote_to: str
 ) -> list[Job]:
     """The ranking with the jobs the guard acts on first (in base order), or each at its base rank."""
-    ahead = reasons if promote_to == HEAD else {}
-    order = [job for job in ranking.base_order if job.id in ahead]
-    order += [job for job in ranking.order if job.id not in reasons]
-    if not ahead:
-        # In base order, so each lands at its base rank: the ranks rise, and the list is always long
-        # enough to hold the next one there (every job above it is already in).
-        for job in ranking.base_order:
-            if job.id in reasons:
-                order.insert(base_rank[job.id], job)
-    return order
+    acted = [job for job in ranking.base_order if job.id in reasons]
+    rest = [job for job in ranking.order if job.id not in reasons]
+    if promote_to == HEAD:
+        return acted + rest
+    # In base order, so each lands at its base rank: the ranks rise, and the list is always long enough
+    # to hold the next one there (every job above it is already in).
+    for job in acted:
+        rest.insert(base_rank[job.id], job)
+    return rest

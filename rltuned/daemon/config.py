@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from rltuned.core import CoreSettings, Lever
-from rltuned.core.guard import GuardSettings
+from rltuned.core.guard import HEAD, GuardSettings, PromoteTo
 from rltuned.core.levers import LeverSpec, enabled
 from rltuned.errors import ConfigError
 from rltuned.placement.milp import MilpConfig
@@ -150,7 +150,7 @@ class GuardSection(_Section):
     """... for this long before the guard acts on it the same way."""
     user_max_wait_s: dict[str, float] = {}
     """Per-user caps that replace `max_wait_s` (same rule), e.g. {alice = 3600}."""
-    promote_to: Literal["head", "base_rank"] = "head"
+    promote_to: PromoteTo = HEAD
     """Where a job the guard acts on goes: ahead of every ranked job, or back to its base rank. Must be
     what the model was trained with (its manifest's `guard.promote_to`) while the guard is enabled."""
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import sdnotify
 
+from rltuned.core.guard import HEAD
 from rltuned.core.inputs import readable_bases, unreadable_inputs
 from rltuned.core.levers import conf_problems, pyslurm_cannot
 from rltuned.core.scoring import score_queue
@@ -109,7 +110,7 @@ def check_model_base(model: LoadedModel, policy: PolicySettings, slots: str, pro
         )
     guard = model.manifest.get("guard")
     if isinstance(guard, Mapping) and promote_to is not None:
-        trained_to = str(guard.get("promote_to", "head"))
+        trained_to = str(guard.get("promote_to", HEAD))
         if trained_to != promote_to:
             raise ModelLoadError(
                 f"model {model.path} was trained with guard.promote_to = {trained_to!r} but guard.promote_to "

@@ -51,12 +51,19 @@ class Demonstration:
 
 
 def demonstrate(
-    env: SchedulingEnv | TickEnv, episodes: int, seed: int, gamma: float, teacher: Policy | None = None
+    env: SchedulingEnv | TickEnv,
+    episodes: int,
+    seed: int,
+    gamma: float,
+    teacher: Policy | None = None,
+    keys: bool = False,
 ) -> Demonstration:
-    """Run `episodes` windows choosing the base policy's job (or `teacher`'s ranking) at every decision."""
+    """Run `episodes` windows choosing the base policy's job (or `teacher`'s ranking) at every decision.
+    With `keys`, also the teacher's key for every row (`Demonstration.keys`): only a study that regresses
+    on them reads them, so the warm start does not compute them."""
     if teacher is not None and not isinstance(env, TickEnv):
         raise UsageError("a teacher ranks the queue: it needs the daemon's loop (--loop ticks)")
-    actor, mask, critic, rewards, dones, gaps, actions, keys = [], [], [], [], [], [], [], []
+    actor, mask, critic, rewards, dones, gaps, actions, keyed = [], [], [], [], [], [], [], []
     for e in range(episodes):
         obs, _ = env.reset(seed=seed + e)
         done = False
@@ -69,7 +76,8 @@ def demonstrate(
             else:
                 assert isinstance(env, TickEnv)
                 actions.append(env.teacher_action(teacher))
-                keys.append(env.teacher_keys(teacher))
+                if keys:
+                    keyed.append(env.teacher_keys(teacher))
                 obs, reward, done, _, info = env.step(actions[-1])
             rewards.append(reward)
             dones.append(done)
@@ -77,9 +85,10 @@ def demonstrate(
     r = np.array(rewards, dtype=np.float32)
     # lambda = 1 with zero values: GAE's return is the plain discounted reward-to-go.
     _, returns = compute_gae(r, np.zeros_like(r), np.array(dones), 0.0, gamma, 1.0)
-    taught, keyed = (np.stack(actions), np.stack(keys)) if teacher is not None else (None, None)
+    taught = np.stack(actions) if teacher is not None else None
+    scores = np.stack(keyed) if keyed else None
     return Demonstration(
-        np.stack(actor), np.stack(mask), np.stack(critic), returns, tuple(gaps), taught, keyed
+        np.stack(actor), np.stack(mask), np.stack(critic), returns, tuple(gaps), taught, scores
     )
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from rltuned.clusters import load_cluster
-from rltuned.core.guard import GuardSettings
+from rltuned.core.guard import HEAD, GuardSettings
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates, draw_seeds
@@ -287,7 +287,7 @@ def _resume(args: Args, agent: ActorCritic, opts: Optimizers) -> tuple[Curve, fl
     if not (args.resume and checkpoint.is_file()):
         return [], 0.0, False
     state = torch.load(checkpoint, weights_only=True)
-    trained = state.get("extra", {}).get("guard", {}).get("promote_to", "head")
+    trained = state.get("extra", {}).get("guard", {}).get("promote_to", HEAD)
     if trained != args.guard_promote_to:
         raise UsageError(
             f"--guard-promote-to {args.guard_promote_to}: the run being resumed trained with {trained}; "

@@ -180,7 +180,7 @@ def test_a_teacher_is_cloned_instead_of_the_base(tmp_path: Path) -> None:
                   window=200, warmup=200, reward_mode="dense")  # fmt: skip
     teacher = LogLinear(0.0, 1.0, 600.0)  # limit over wait: far from SJF's slot order
     torch.manual_seed(0)
-    demo = demonstrate(env, episodes=2, seed=0, gamma=0.99, teacher=teacher)
+    demo = demonstrate(env, episodes=2, seed=0, gamma=0.99, teacher=teacher, keys=True)
     assert demo.actions is not None and len(demo.actions) == len(demo.actor)
     moved = float((demo.actions[:, 0] != 0).mean())
     assert moved > 0.1, moved  # the teacher's first choice is often not the base's
