@@ -121,6 +121,10 @@ class Args:
     validation_estimate_seeds: int = 1
     """draws of the runtime-estimate noise the validation windows run on: the training draw
     (`estimates_seed`) and the next ones (one for exact estimates or the trace's own limits)"""
+    confirm_estimate_seeds: int = 0
+    """after training, the exported actor and the base on this many further draws of the estimate noise
+    (after the validation draws), which no choice read: the chosen checkpoint's gain without the luck of
+    being chosen, recorded in the manifest's `confirmation` (0: not run; needs drawn estimates)"""
     validation_score: str = "pooled"
     """pooled: the normalized gap of the mean scores over the validation windows (the paper's); per_window:
     the mean of each window's normalized gap, so that one heavy window cannot choose the checkpoint"""
@@ -168,6 +172,7 @@ class Args:
                 ">= 1",
             ),
             (self.workers >= 0, "workers", self.workers, ">= 0 (0: one per core)"),
+            (self.confirm_estimate_seeds >= 0, "confirm_estimate_seeds", self.confirm_estimate_seeds, ">= 0"),
             (
                 self.validation_estimate_seeds >= 1,
                 "validation_estimate_seeds",

@@ -36,7 +36,7 @@ from rltuned.rl.imitate import clone, demonstrate
 from rltuned.rl.rollouts import Collector, Rollout, make_collector
 from rltuned.rl.splits import split_range, train_jobs
 from rltuned.rl.tick_env import TickEnv
-from rltuned.rl.validation import Validator, gap
+from rltuned.rl.validation import Validator, confirm, frozen, gap
 from rltuned.sim.simulator import SimConfig
 from rltuned.sim.slurm import SlurmParams
 from rltuned.sim.slurm_config import params_from_file, params_record
@@ -78,13 +78,28 @@ def make_env(args: Args) -> SchedulingEnv | TickEnv:
     )
 
 
-def make_validator(args: Args) -> Validator:
-    """The validation split's windows in the training loop, warmed up like the training episodes."""
+def make_validator(args: Args, seeds: range | None = None) -> Validator:
+    """The validation split's windows in the training loop, warmed up like the training episodes, on the
+    validation draws of the estimate noise (or on `seeds`)."""
     jobs, cluster = _trace_and_cluster(args)
     config = tick_settings(args) if args.loop == "ticks" else loop_config(args)
-    seeds = draw_seeds(args.extra["estimates_resolved"], args.estimates_seed, args.validation_estimate_seeds)
-    draws = [jobs, *(_estimated_jobs(args.trace, args.estimates, s)[0] for s in seeds[1:])]
+    first = args.estimates_seed
+    if seeds is None:
+        seeds = draw_seeds(args.extra["estimates_resolved"], first, args.validation_estimate_seeds)
+    draws = [jobs if s == first else _estimated_jobs(args.trace, args.estimates, s)[0] for s in seeds]
     return Validator(draws, cluster, args.base, config, args.warmup, args.metric, args.validation_window)
+
+
+def confirmation_seeds(args: Args) -> range:
+    """The `confirm_estimate_seeds` draws after the validation draws; refused for limits with one draw."""
+    validation, count = args.validation_estimate_seeds, args.confirm_estimate_seeds
+    seeds = draw_seeds(args.extra["estimates_resolved"], args.estimates_seed, validation + count)[validation:]
+    if len(seeds) < count:
+        raise UsageError(
+            f"--confirm-estimate-seeds {count}: the estimates ({args.extra['estimates_resolved']}) have no "
+            "other draw to confirm on"
+        )
+    return seeds
 
 
 def _trace_and_cluster(args: Args) -> tuple[tuple[Job, ...], ClusterSpec]:
@@ -196,6 +211,8 @@ def train(args: Args, progress: Progress | None = None) -> Path:
     seed_everything(args.seed)
     torch.set_num_threads(1)
     env = make_env(args)
+    if args.confirm_estimate_seeds:
+        confirmation_seeds(args)  # refused now, not after the training it would follow
     agent = ActorCritic(args.rank_prior)
     opts = (
         torch.optim.Adam(agent.actor.parameters(), lr=args.pi_lr),
@@ -209,6 +226,11 @@ def train(args: Args, progress: Progress | None = None) -> Path:
     best = out / BEST_FILE
     if args.validate_every and "validation" in args.extra and best.is_file():
         agent.actor.load_state_dict(torch.load(best, weights_only=True))
+    if args.confirm_estimate_seeds:
+        args.extra["confirmation"] = {
+            "draws": list(confirmation_seeds(args)),
+            **confirm(make_validator(args, confirmation_seeds(args)), frozen(agent.actor)),
+        }
     info = {k: v for k, v in asdict(args).items() if k not in ("extra", "resume", "out")}
     info.update(args.extra)
     info["epochs_done"] = len(curve)

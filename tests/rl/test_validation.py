@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rltuned.errors import UsageError
@@ -12,7 +14,7 @@ from rltuned.estimates import apply_estimates, draw_seeds
 from rltuned.rl import ppo
 from rltuned.rl.args import Args
 from rltuned.rl.export import load_model
-from rltuned.rl.validation import Validator, gap, model_validator
+from rltuned.rl.validation import Validator, by_window, gap, model_validator, window_interval
 from rltuned.traces import load_trace
 
 
@@ -95,3 +97,62 @@ def test_draws_repeat_nothing_for_limits_without_noise() -> None:
     assert draw_seeds("qssf-noise", 4, 3) == range(4, 7)
     assert draw_seeds("exact", 4, 3) == draw_seeds("trace", 4, 3) == range(4, 5)
     assert draw_seeds("qssf-noise", 0, 0) == range(0, 1)
+
+
+def test_the_interval_resamples_windows_so_a_window_heavy_on_every_draw_is_not_ten_samples() -> None:
+    """Two windows, ten draws each: the model wins one window by 10% and loses the other by 10% on
+    every draw. Twenty window-draws resampled one by one would put the mean within a few points of 0;
+    there are two windows, so the mean may as well be either one's."""
+    gaps = np.array([[0.1] * 10, [-0.1] * 10])
+    low, high = window_interval(gaps)
+    assert low == pytest.approx(-0.1) and high == pytest.approx(0.1)
+    assert window_interval(np.full((7, 3), 0.04)) == pytest.approx((0.04, 0.04))
+
+
+def test_figures_come_back_per_window_with_their_draws(burst: tuple[Path, Path]) -> None:
+    validator = validator_for(burst, "qssf-noise", 2)  # 3 windows x 2 draws, draw-major
+    assert by_window([0, 1, 2, 10, 11, 12], validator).tolist() == [[0, 10], [1, 11], [2, 12]]
+
+
+def test_a_trained_model_is_confirmed_on_draws_no_choice_read(
+    tmp_path: Path, burst: tuple[Path, Path]
+) -> None:
+    """The checkpoint is chosen on the validation draws (seed 0 here); the confirmation runs the shipped
+    actor and the base on the next draws (1 and 2), which the choice never saw, and records them."""
+    trace, spec = burst
+    args = Args(trace=str(trace), cluster=str(spec), base="sjf", metric="bsld", estimates="qssf-noise",
+                backfill=False, window=64, warmup=0, seed=0, out=str(tmp_path / "m"), epochs=1,
+                episodes_per_epoch=1, loop="paper", validate_every=1, validation_window=64,
+                confirm_estimate_seeds=2)  # fmt: skip
+    model = load_model(ppo.train(args))
+    record = model.manifest["confirmation"]
+    assert record["draws"] == [1, 2] and record["windows"] == 6
+    again = replace(args, extra={})
+    ppo.make_env(again)
+    fresh = ppo.make_validator(again, range(1, 3))
+    base = [fresh.score(None, w) for w in range(6)]
+    agent = [fresh.score(model, w) for w in range(6)]
+    assert record["base_score"] == pytest.approx(np.mean(base))
+    assert record["agent_score"] == pytest.approx(np.mean(agent))
+    gaps = [gap([b], [a], "bsld") for b, a in zip(base, agent, strict=True)]
+    assert record["gap"] == pytest.approx(np.mean(gaps))
+    assert record["interval"][0] <= record["gap"] <= record["interval"][1]
+    assert record["wins"] == sum(g > 0.001 for g in gaps) and record["losses"] == sum(
+        g < -0.001 for g in gaps
+    )
+    # The validation draw itself is not among them: its base scores are the manifest's own.
+    assert model.manifest["validation_base_scores"] != base[:3]
+
+
+def test_a_confirmation_needs_limits_with_other_draws_and_is_refused_before_training(
+    tmp_path: Path, burst: tuple[Path, Path]
+) -> None:
+    trace, spec = burst
+    args = Args(trace=str(trace), cluster=str(spec), base="sjf", metric="bsld", estimates="exact",
+                window=64, warmup=0, out=str(tmp_path / "m"), epochs=1, loop="paper",
+                confirm_estimate_seeds=1)  # fmt: skip
+    with pytest.raises(
+        UsageError, match=r"--confirm-estimate-seeds 1: the estimates \(exact\) have no other"
+    ):
+        ppo.train(args)
+    assert not (tmp_path / "m" / "curve.json").exists()

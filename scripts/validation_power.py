@@ -1,0 +1,123 @@
+"""Validation only: how sure can a choice made on validation be? More draws of the estimate noise.
+
+Usage: python scripts/validation_power.py MODEL_DIR [--draws 10] [--heuristics sjf,saf,wfp3,unicep]
+
+Runs the model's own validation (its manifest's trace, cluster, loop settings, warm-up and windows, as
+`model_validator` rebuilds it) on `--draws` draws of the runtime-estimate noise, numbered from its
+training draw as the trainer numbers them, so the first `validation_estimate_seeds` draws are the
+window-draws its seed and checkpoint were chosen on and the rest are fresh. On every window-draw: the
+model's base, the other heuristics and the model. For each order against the base, per-window gap (the
+measure choices are made by), wins and losses, and a 90% interval from a bootstrap that resamples
+windows with all their draws (one heavy window moves every draw of it together); then the same on the
+chosen-on draws and on the fresh draws alone. A model chosen as the best of several seeds and
+checkpoints on the first draws carries that choice's luck there; the fresh draws of the same windows
+do not. Two processes. Never the test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from rltuned.estimates import apply_estimates, draw_seeds
+from rltuned.rl.env import reward
+from rltuned.rl.evaluate import tick_settings_of
+from rltuned.rl.export import LoadedModel, load_model
+from rltuned.rl.validation import Validator, model_validator, window_interval
+from rltuned.traces import load_trace
+from rltuned.traces.bundled import resolve_trace
+
+MODEL = "model"
+_STATE: dict[str, object] = {}
+
+
+def _setup(model_dir: str, draws: int, orders: tuple[str, ...]) -> None:
+    torch.set_num_threads(1)
+    model = load_model(model_dir)
+    manifest = model.manifest
+    chosen_on = model_validator(manifest)
+    resolved = str(manifest.get("estimates_resolved", manifest["estimates"]))
+    trace = load_trace(resolve_trace(str(manifest["trace"]))).jobs
+    seeds = draw_seeds(resolved, int(manifest["estimates_seed"]), draws)
+    jobs = [apply_estimates(trace, str(manifest["estimates"]), seed)[0] for seed in seeds]
+    window = manifest.get("validation_window")
+    _STATE["model"] = model
+    _STATE["validators"] = {
+        order: Validator(
+            jobs,
+            chosen_on.cluster,
+            order,
+            tick_settings_of(manifest, order),
+            chosen_on.warmup,
+            chosen_on.metric,
+            None if window is None else int(window),
+        )
+        for order in orders
+    }
+
+
+def _score(task: tuple[str, int]) -> tuple[str, int, float]:
+    order, window = task
+    validators = _STATE["validators"]
+    model = _STATE["model"]
+    assert isinstance(validators, dict) and isinstance(model, LoadedModel)
+    base = str(model.manifest["base"])
+    validator: Validator = validators[base if order == MODEL else order]
+    return order, window, validator.score(model if order == MODEL else None, window)
+
+
+def row(name: str, gaps: npt.NDArray[np.float64]) -> str:
+    low, high = window_interval(gaps)
+    won, lost = int((gaps > 0.001).sum()), int((gaps < -0.001).sum())
+    return f"{name}: {gaps.mean():+.1%} [{low:+.1%}, {high:+.1%}] ({won} W / {lost} L of {gaps.size})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--draws", type=int, default=10)
+    parser.add_argument("--heuristics", default="sjf,saf,wfp3,unicep")
+    args = parser.parse_args()
+    manifest = load_model(args.model).manifest
+    base, metric = str(manifest["base"]), str(manifest["metric"])
+    chosen = int(manifest.get("validation_estimate_seeds") or 1)
+    orders = tuple(dict.fromkeys([base, *args.heuristics.split(",")]))
+    _setup(args.model, args.draws, orders)
+    validators = _STATE["validators"]
+    assert isinstance(validators, dict)
+    cells = validators[base].windows  # (draw, window span), draw-major
+    tasks = [(order, w) for order in (*orders, MODEL) for w in range(len(cells))]
+    with ProcessPoolExecutor(2, initializer=_setup, initargs=(args.model, args.draws, orders)) as pool:
+        results = list(pool.map(_score, tasks))
+    draws = len({d for d, _ in cells})
+    spans = len(cells) // draws
+    table = {order: np.zeros((spans, draws)) for order in (*orders, MODEL)}
+    for order, w, value in results:
+        draw, span = divmod(w, spans)
+        table[order][span, draw] = value
+    print(f"{args.model}: {spans} windows x {draws} draws; chosen on the first {chosen} draw(s); "
+          f"metric {metric}; base {base}")  # fmt: skip
+    for order, values in table.items():
+        print(f"  {order:8s} mean {values.mean():.3f}  per draw: {np.round(values.mean(axis=0), 3).tolist()}")
+    for order in (*orders, MODEL):
+        if order == base:
+            continue
+        gaps = np.vectorize(lambda b, o: reward(b, o, metric))(table[base], table[order])
+        print(f"{order} over {base}:")
+        print("   " + row("all draws", gaps))
+        if 0 < chosen < draws:
+            print("   " + row(f"draws 1-{chosen} (chosen on)", gaps[:, :chosen]))
+            print("   " + row(f"draws {chosen + 1}-{draws} (fresh)", gaps[:, chosen:]))
+    best = min(orders, key=lambda o: table[o].mean())
+    if best != base:
+        gaps = np.vectorize(lambda b, o: reward(b, o, metric))(table[best], table[MODEL])
+        print(f"{MODEL} over {best} (the best order here by mean):")
+        print("   " + row("all draws", gaps))
+
+
+if __name__ == "__main__":
+    main()
