@@ -1,15 +1,18 @@
 """Validation only: how sure can a choice made on validation be? More draws of the estimate noise.
 
 Usage: python scripts/validation_power.py MODEL_DIR [--draws 10] [--heuristics sjf,saf,wfp3,unicep]
+       [--searched "loglinear:b=1,c=0.25,w0=3600;..."]
 
 Runs the model's own validation (its manifest's trace, cluster, loop settings, warm-up and windows, as
 `model_validator` rebuilds it) on `--draws` draws of the runtime-estimate noise, numbered from its
 training draw as the trainer numbers them, so the first `validation_estimate_seeds` draws are the
 window-draws its seed and checkpoint were chosen on and the rest are fresh. On every window-draw: the
-model's base, the other heuristics and the model. For each order against the base, per-window gap (the
+model's base, the other heuristics, `--searched` orders (each as the daemon's base order, no model,
+in the model's loop settings) and the model. For each order against the base, per-window gap (the
 measure choices are made by), wins and losses, and a 90% interval from a bootstrap that resamples
 windows with all their draws (one heavy window moves every draw of it together); then the same on the
-chosen-on draws and on the fresh draws alone. A model chosen as the best of several seeds and
+chosen-on draws and on the fresh draws alone, and for the searched orders and the model against the
+best heuristic. A model chosen as the best of several seeds and
 checkpoints on the first draws carries that choice's luck there; the fresh draws of the same windows
 do not. Two processes. Never the test split.
 """
@@ -24,10 +27,13 @@ import numpy.typing as npt
 import torch
 
 from rltuned.estimates import apply_estimates, draw_seeds
-from rltuned.rl.env import reward
+from rltuned.policies.loglinear import parse_loglinear
+from rltuned.rl.env import reward, score
 from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import LoadedModel, load_model
 from rltuned.rl.validation import Validator, model_validator, window_interval
+from rltuned.sim.metrics import compute_metrics
+from rltuned.sim.ticks import TickEpisode, TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -66,7 +72,17 @@ def _score(task: tuple[str, int]) -> tuple[str, int, float]:
     model = _STATE["model"]
     assert isinstance(validators, dict) and isinstance(model, LoadedModel)
     base = str(model.manifest["base"])
-    validator: Validator = validators[base if order == MODEL else order]
+    if order.startswith("loglinear:"):  # a searched order as the daemon's base, in the model's loop
+        validator: Validator = validators[base]
+        draw, span = validator.windows[window]
+        chunk, warm = span.with_warmup(validator.draws[draw], validator.warmup)
+        assert isinstance(validator.config, TickSettings)
+        episode = TickEpisode(validator.cluster, list(chunk), warm, validator.config)
+        episode.base = parse_loglinear(order)
+        while episode.result is None:
+            episode.step(None)
+        return order, window, score(compute_metrics(episode.result), validator.metric)
+    validator = validators[base if order == MODEL else order]
     return order, window, validator.score(model if order == MODEL else None, window)
 
 
@@ -81,6 +97,9 @@ def main() -> None:
     parser.add_argument("model")
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--heuristics", default="sjf,saf,wfp3,unicep")
+    parser.add_argument(
+        "--searched", default="", help="';'-separated loglinear orders (policies/loglinear.py) to run too"
+    )
     args = parser.parse_args()
     manifest = load_model(args.model).manifest
     base, metric = str(manifest["base"]), str(manifest["metric"])
@@ -90,12 +109,13 @@ def main() -> None:
     validators = _STATE["validators"]
     assert isinstance(validators, dict)
     cells = validators[base].windows  # (draw, window span), draw-major
-    tasks = [(order, w) for order in (*orders, MODEL) for w in range(len(cells))]
+    searched = tuple(o for o in args.searched.split(";") if o)
+    tasks = [(order, w) for order in (*orders, *searched, MODEL) for w in range(len(cells))]
     with ProcessPoolExecutor(2, initializer=_setup, initargs=(args.model, args.draws, orders)) as pool:
         results = list(pool.map(_score, tasks))
     draws = len({d for d, _ in cells})
     spans = len(cells) // draws
-    table = {order: np.zeros((spans, draws)) for order in (*orders, MODEL)}
+    table = {order: np.zeros((spans, draws)) for order in (*orders, *searched, MODEL)}
     for order, w, value in results:
         draw, span = divmod(w, spans)
         table[order][span, draw] = value
@@ -103,7 +123,7 @@ def main() -> None:
           f"metric {metric}; base {base}")  # fmt: skip
     for order, values in table.items():
         print(f"  {order:8s} mean {values.mean():.3f}  per draw: {np.round(values.mean(axis=0), 3).tolist()}")
-    for order in (*orders, MODEL):
+    for order in (*orders, *searched, MODEL):
         if order == base:
             continue
         gaps = np.vectorize(lambda b, o: reward(b, o, metric))(table[base], table[order])
@@ -114,9 +134,13 @@ def main() -> None:
             print("   " + row(f"draws {chosen + 1}-{draws} (fresh)", gaps[:, chosen:]))
     best = min(orders, key=lambda o: table[o].mean())
     if best != base:
-        gaps = np.vectorize(lambda b, o: reward(b, o, metric))(table[best], table[MODEL])
-        print(f"{MODEL} over {best} (the best order here by mean):")
-        print("   " + row("all draws", gaps))
+        for order in (*searched, MODEL):
+            gaps = np.vectorize(lambda b, o: reward(b, o, metric))(table[best], table[order])
+            print(f"{order} over {best} (the best heuristic here by mean):")
+            print("   " + row("all draws", gaps))
+            if 0 < chosen < draws:
+                print("   " + row(f"draws 1-{chosen} (chosen on)", gaps[:, :chosen]))
+                print("   " + row(f"draws {chosen + 1}-{draws} (fresh)", gaps[:, chosen:]))
 
 
 if __name__ == "__main__":
