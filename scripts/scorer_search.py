@@ -1,17 +1,21 @@
 """How far can a one-line per-job order go? A grid over a log-linear family, searched on training windows.
 
 Usage: python scripts/scorer_search.py [--trace philly] [--cluster philly-slice] [--train-windows 16]
-       [--top 6] [--draws 3]
+       [--train-draws 1] [--reference sjf] [--top 6] [--draws 3]
 
 The actor scores each job alone (shared weights over its features), so what it can learn is a per-job
 order. The family `log(limit) + b * log(GPUs) - c * log(wait + w0)` (policies/loglinear.py), lower
 first, holds SJF (b = c = 0), SAF (b = 1), WFP3 (b = -1/3, c = 1, w0 -> 0) and orders between them.
 Every point of the grid runs in the daemon's loop (as `rltunectl train` runs it, no model) on training windows
-(draw 0, evenly spaced over the training split); the best `--top` points and the heuristics then run
-on the validation windows over `--draws` draws of the estimate noise, where any choice is made. Never
-the test split. What this gauges: the gain over the best heuristic that any per-job order of these
-inputs offers, against what PPO found; the point chosen is a teacher for `--imitate-teacher`
-(docs/training.md).
+(evenly spaced over the training split, `--train-draws` draws of the estimate noise each); the best
+`--top` points by per-window gap over `--reference` and the heuristics then run on the validation
+windows over `--draws` draws, where any choice is made, with a 90% interval per order (a bootstrap
+over windows, `rl/validation.window_interval`). Outcomes swing by tens of percent with any small change
+of a busy window, so a point picked on few window-draws is mostly picked for its luck: read many draws
+on training, and validation on ten (docs/training.md, "How much a choice made on three draws is
+worth"). Never the test split. What this gauges: the gain over the best heuristic that any per-job
+order of these inputs offers, against what PPO found; the point chosen is a teacher for
+`--imitate-teacher` (docs/training.md).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import itertools
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 
+import numpy as np
+
 from rltuned.clusters import load_cluster
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates
@@ -30,6 +36,7 @@ from rltuned.policies.registry import make_policy
 from rltuned.rl.args import Args
 from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import Window, disjoint_windows, split_range
+from rltuned.rl.validation import window_interval
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.ticks import TickEpisode
 from rltuned.traces import load_trace
@@ -107,6 +114,8 @@ def main() -> None:
     parser.add_argument("--trace", default="philly")
     parser.add_argument("--cluster", default="philly-slice")
     parser.add_argument("--train-windows", type=int, default=16)
+    parser.add_argument("--train-draws", type=int, default=1)
+    parser.add_argument("--reference", default="sjf", help="the heuristic the top points are chosen against")
     parser.add_argument("--top", type=int, default=6)
     parser.add_argument("--draws", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
@@ -122,9 +131,14 @@ def main() -> None:
     points = grid(args.sizes, args.ages, args.offsets)
     orders: list[Order] = [*heuristics, *points]
     with ProcessPoolExecutor(args.workers) as pool:
-        tasks = [(args.trace, args.cluster, o, 0, w) for o in orders for w in train]
-        searched = table(list(pool.map(bsld, tasks, chunksize=1)), "sjf")
-        show(f"{len(train)} training windows of 1,024, draw 0", searched, "sjf")
+        tasks = [
+            (args.trace, args.cluster, o, d, w)
+            for o in orders
+            for d in range(args.train_draws)
+            for w in train
+        ]
+        searched = table(list(pool.map(bsld, tasks, chunksize=1)), args.reference)
+        show(f"{len(train)} training windows of 1,024 x {args.train_draws} draw(s)", searched, args.reference)
         chosen = [r[0] for r in searched if r[0] not in heuristics][: args.top]
         finalists: list[Order] = [*heuristics, *(o for o in points if o.name in chosen)]
         validation = disjoint_windows(split_range(n, "validation"))
@@ -138,6 +152,25 @@ def main() -> None:
     for reference in ("sjf", "saf"):
         title = f"validation: {len(validation)} windows x {args.draws} draws"
         show(title, table(checked, reference), reference)
+        for key, (low, high) in intervals(checked, reference).items():
+            print(f"  {key:28s} 90% interval over {reference}: [{100 * low:+.1f}%, {100 * high:+.1f}%]")
+
+
+def intervals(
+    results: list[tuple[Order, int, Window, float]], reference: str
+) -> dict[str, tuple[float, float]]:
+    """Per order, the 90% interval of its per-window gap over `reference`, resampling windows."""
+    cells: dict[str, dict[tuple[Window, int], float]] = {}
+    for order, draw, window, value in results:
+        cells.setdefault(name(order), {})[(window, draw)] = value
+    ref = cells[reference]
+    windows = sorted({w for w, _ in ref}, key=lambda w: w.start)
+    draws = sorted({d for _, d in ref})
+    out = {}
+    for key, values in cells.items():
+        gaps = np.array([[(ref[(w, d)] - values[(w, d)]) / ref[(w, d)] for d in draws] for w in windows])
+        out[key] = window_interval(gaps)
+    return out
 
 
 if __name__ == "__main__":
