@@ -124,23 +124,27 @@ def main() -> None:
     for order, values in table.items():
         print(f"  {order:8s} mean {values.mean():.3f}  per draw: {np.round(values.mean(axis=0), 3).tolist()}")
     for order in (*orders, *searched, MODEL):
-        if order == base:
-            continue
-        gaps = np.vectorize(lambda b, o: reward(b, o, metric))(table[base], table[order])
-        print(f"{order} over {base}:")
-        print("   " + row("all draws", gaps))
-        if 0 < chosen < draws:
-            print("   " + row(f"draws 1-{chosen} (chosen on)", gaps[:, :chosen]))
-            print("   " + row(f"draws {chosen + 1}-{draws} (fresh)", gaps[:, chosen:]))
-    best = min(orders, key=lambda o: table[o].mean())
+        if order != base:
+            compare(table[base], table[order], f"{order} over {base}", metric, chosen)
+    pick = max if metric == "util" else min
+    best = pick(orders, key=lambda o: float(table[o].mean()))
     if best != base:
         for order in (*searched, MODEL):
-            gaps = np.vectorize(lambda b, o: reward(b, o, metric))(table[best], table[order])
-            print(f"{order} over {best} (the best heuristic here by mean):")
-            print("   " + row("all draws", gaps))
-            if 0 < chosen < draws:
-                print("   " + row(f"draws 1-{chosen} (chosen on)", gaps[:, :chosen]))
-                print("   " + row(f"draws {chosen + 1}-{draws} (fresh)", gaps[:, chosen:]))
+            title = f"{order} over {best} (the best heuristic here by mean)"
+            compare(table[best], table[order], title, metric, chosen)
+
+
+def compare(
+    reference: npt.NDArray[np.float64], other: npt.NDArray[np.float64], title: str, metric: str, chosen: int
+) -> None:
+    """Per-window gaps of `other` over `reference` ([windows, draws]): all draws, then the chosen-on
+    ones and the fresh ones apart."""
+    gaps = np.vectorize(lambda b, o: reward(b, o, metric))(reference, other)
+    print(f"{title}:")
+    print("   " + row("all draws", gaps))
+    if 0 < chosen < gaps.shape[1]:
+        print("   " + row(f"draws 1-{chosen} (chosen on)", gaps[:, :chosen]))
+        print("   " + row(f"draws {chosen + 1}-{gaps.shape[1]} (fresh)", gaps[:, chosen:]))
 
 
 if __name__ == "__main__":
