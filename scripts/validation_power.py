@@ -26,16 +26,13 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from rltuned.estimates import apply_estimates, draw_seeds
 from rltuned.policies.loglinear import parse_loglinear
 from rltuned.rl.env import reward, score
 from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import LoadedModel, load_model
-from rltuned.rl.validation import Validator, model_validator, window_interval
+from rltuned.rl.validation import Validator, by_window, model_validator, window_interval
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.ticks import TickEpisode, TickSettings
-from rltuned.traces import load_trace
-from rltuned.traces.bundled import resolve_trace
 
 MODEL = "model"
 _STATE: dict[str, object] = {}
@@ -45,21 +42,17 @@ def _setup(model_dir: str, draws: int, orders: tuple[str, ...]) -> None:
     torch.set_num_threads(1)
     model = load_model(model_dir)
     manifest = model.manifest
-    chosen_on = model_validator(manifest)
-    resolved = str(manifest.get("estimates_resolved", manifest["estimates"]))
-    trace = load_trace(resolve_trace(str(manifest["trace"]))).jobs
-    seeds = draw_seeds(resolved, int(manifest["estimates_seed"]), draws)
-    jobs = [apply_estimates(trace, str(manifest["estimates"]), seed)[0] for seed in seeds]
+    ten = model_validator(manifest, draws)
     window = manifest.get("validation_window")
     _STATE["model"] = model
     _STATE["validators"] = {
         order: Validator(
-            jobs,
-            chosen_on.cluster,
+            ten.draws,
+            ten.cluster,
             order,
             tick_settings_of(manifest, order),
-            chosen_on.warmup,
-            chosen_on.metric,
+            ten.warmup,
+            ten.metric,
             None if window is None else int(window),
         )
         for order in orders
@@ -113,12 +106,11 @@ def main() -> None:
     tasks = [(order, w) for order in (*orders, *searched, MODEL) for w in range(len(cells))]
     with ProcessPoolExecutor(2, initializer=_setup, initargs=(args.model, args.draws, orders)) as pool:
         results = list(pool.map(_score, tasks))
-    draws = len({d for d, _ in cells})
-    spans = len(cells) // draws
-    table = {order: np.zeros((spans, draws)) for order in (*orders, *searched, MODEL)}
-    for order, w, value in results:
-        draw, span = divmod(w, spans)
-        table[order][span, draw] = value
+    values: dict[str, list[float]] = {}
+    for order, _, value in results:  # each order's windows in the validator's (draw-major) order
+        values.setdefault(order, []).append(value)
+    table = {order: by_window(v, validators[base]) for order, v in values.items()}
+    spans, draws = table[base].shape
     print(f"{args.model}: {spans} windows x {draws} draws; chosen on the first {chosen} draw(s); "
           f"metric {metric}; base {base}")  # fmt: skip
     for order, values in table.items():

@@ -227,9 +227,10 @@ def train(args: Args, progress: Progress | None = None) -> Path:
     if args.validate_every and "validation" in args.extra and best.is_file():
         agent.actor.load_state_dict(torch.load(best, weights_only=True))
     if args.confirm_estimate_seeds:
+        seeds = confirmation_seeds(args)
         args.extra["confirmation"] = {
-            "draws": list(confirmation_seeds(args)),
-            **confirm(make_validator(args, confirmation_seeds(args)), frozen(agent.actor)),
+            "draws": list(seeds),
+            **confirm(make_validator(args, seeds), frozen(agent.actor)),
         }
     info = {k: v for k, v in asdict(args).items() if k not in ("extra", "resume", "out")}
     info.update(args.extra)

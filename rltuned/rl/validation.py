@@ -78,20 +78,20 @@ class Validator:
         return compute_metrics(self.side(chunk, warm, model))
 
 
-def model_validator(manifest: Mapping[str, Any]) -> Validator:
+def model_validator(manifest: Mapping[str, Any], draws: int | None = None) -> Validator:
     """The validator a model trained in the daemon's loop was chosen with, rebuilt from its manifest: its
     trace with the draws of the estimate noise it was validated on (`draw_seeds`, as the trainer draws
-    them), its cluster, base, loop settings, warm-up, metric and windows. For checks on validation
-    after training (scripts/guard_validation.py, scripts/ensemble_validation.py)."""
+    them; `draws` of them from the same first one instead, if given), its cluster, base, loop settings,
+    warm-up, metric and windows. For checks on validation after training (scripts/guard_validation.py,
+    scripts/ensemble_validation.py, scripts/validation_power.py)."""
     if manifest.get("loop") != "ticks":
         raise UsageError(
             f"the model was trained in the {manifest.get('loop', 'paper')!r} loop, not the daemon's"
         )
     estimates = str(manifest["estimates"])
     resolved = str(manifest.get("estimates_resolved", estimates))
-    seeds = draw_seeds(
-        resolved, int(manifest["estimates_seed"]), int(manifest.get("validation_estimate_seeds") or 1)
-    )
+    count = draws if draws is not None else int(manifest.get("validation_estimate_seeds") or 1)
+    seeds = draw_seeds(resolved, int(manifest["estimates_seed"]), count)
     trace = load_trace(resolve_trace(str(manifest["trace"]))).jobs
     base = str(manifest["base"])
     window = manifest.get("validation_window")
