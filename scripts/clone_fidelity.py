@@ -33,7 +33,7 @@ from rltuned.rl.rollouts import LocalCollector
 from rltuned.rl.tick_env import TickEnv
 from rltuned.rl.validation import Validator, gap
 from rltuned.sim.metrics import compute_metrics
-from rltuned.sim.ticks import TickEpisode
+from rltuned.sim.ticks import run_order
 
 TEACHER = "loglinear:b=1,c=0.25,w0=3600"
 
@@ -54,7 +54,7 @@ def clone_scores(agent: ActorCritic, demo: Demonstration, steps: int, lr: float,
         k = keys[mb] - (keys[mb] * m).sum(-1, keepdim=True) / count
         loss = (((s - k) ** 2) * m).sum() / m.sum()
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
 
 
@@ -82,11 +82,8 @@ def teacher_scores(validator: Validator, args: Args, teacher: LogLinear) -> list
     out = []
     for draw, span in validator.windows:
         chunk, warm = span.with_warmup(validator.draws[draw], validator.warmup)
-        episode = TickEpisode(validator.cluster, list(chunk), warm, tick_settings(args))
-        episode.base = teacher
-        while episode.result is None:
-            episode.step(None)
-        out.append(compute_metrics(episode.result).avg_bsld)
+        result = run_order(validator.cluster, list(chunk), warm, tick_settings(args), teacher)
+        out.append(compute_metrics(result).avg_bsld)
     return out
 
 

@@ -27,7 +27,7 @@ from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.simulator import SimResult
-from rltuned.sim.ticks import TickEpisode, TickSettings
+from rltuned.sim.ticks import TickSettings, run_order, run_ticks
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -60,12 +60,10 @@ def run(
     cluster_name: str, jobs: list[Job], warm: int, settings: TickSettings, order: HistoryMix | None
 ) -> SimResult:
     """The daemon's loop on the base policy alone; a history mix replaces QSSF, whose inputs it reads."""
-    episode = TickEpisode(load_cluster(cluster_name), jobs, warm, settings)
-    if order is not None:
-        episode.base = order
-    while episode.result is None:
-        episode.step(None)
-    return episode.result
+    cluster = load_cluster(cluster_name)
+    if order is None:
+        return run_ticks(cluster, jobs, warm, settings)
+    return run_order(cluster, jobs, warm, settings, order)
 
 
 def score(task: tuple[str, str, str, int]) -> tuple[str, int, list[float]]:

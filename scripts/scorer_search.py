@@ -35,10 +35,11 @@ from rltuned.policies.loglinear import LogLinear
 from rltuned.policies.registry import make_policy
 from rltuned.rl.args import Args
 from rltuned.rl.ppo import tick_settings
-from rltuned.rl.splits import Window, disjoint_windows, split_range
+from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.rl.validation import window_interval
 from rltuned.sim.metrics import compute_metrics
-from rltuned.sim.ticks import TickEpisode
+from rltuned.sim.runner import Window
+from rltuned.sim.ticks import run_order
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -75,11 +76,9 @@ def bsld(task: tuple[str, str, Order, int, Window]) -> tuple[Order, int, Window,
     # The loop needs a registered base for its settings; the episode's base is then replaced.
     base = order if isinstance(order, str) else ("sjf" if order.c == 0.0 else "wfp3")
     chunk, warm = window.with_warmup(jobs, 512)
-    episode = TickEpisode(load_cluster(preset), list(chunk), warm, tick_settings(Args(base=base)))
-    episode.base = make_policy(order) if isinstance(order, str) else order
-    while episode.result is None:
-        episode.step(None)
-    return order, draw, window, compute_metrics(episode.result).avg_bsld
+    policy = make_policy(order) if isinstance(order, str) else order
+    result = run_order(load_cluster(preset), list(chunk), warm, tick_settings(Args(base=base)), policy)
+    return order, draw, window, compute_metrics(result).avg_bsld
 
 
 def name(order: Order) -> str:

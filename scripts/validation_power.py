@@ -32,7 +32,7 @@ from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import LoadedModel, load_model
 from rltuned.rl.validation import Validator, by_window, model_validator, window_interval
 from rltuned.sim.metrics import compute_metrics
-from rltuned.sim.ticks import TickEpisode, TickSettings
+from rltuned.sim.ticks import TickSettings, run_order
 
 MODEL = "model"
 _STATE: dict[str, object] = {}
@@ -70,11 +70,8 @@ def _score(task: tuple[str, int]) -> tuple[str, int, float]:
         draw, span = validator.windows[window]
         chunk, warm = span.with_warmup(validator.draws[draw], validator.warmup)
         assert isinstance(validator.config, TickSettings)
-        episode = TickEpisode(validator.cluster, list(chunk), warm, validator.config)
-        episode.base = parse_loglinear(order)
-        while episode.result is None:
-            episode.step(None)
-        return order, window, score(compute_metrics(episode.result), validator.metric)
+        result = run_order(validator.cluster, list(chunk), warm, validator.config, parse_loglinear(order))
+        return order, window, score(compute_metrics(result), validator.metric)
     validator = validators[base if order == MODEL else order]
     return order, window, validator.score(model if order == MODEL else None, window)
 
@@ -113,8 +110,8 @@ def main() -> None:
     spans, draws = table[base].shape
     print(f"{args.model}: {spans} windows x {draws} draws; chosen on the first {chosen} draw(s); "
           f"metric {metric}; base {base}")  # fmt: skip
-    for order, values in table.items():
-        print(f"  {order:8s} mean {values.mean():.3f}  per draw: {np.round(values.mean(axis=0), 3).tolist()}")
+    for order, cells in table.items():
+        print(f"  {order:8s} mean {cells.mean():.3f}  per draw: {np.round(cells.mean(axis=0), 3).tolist()}")
     for order in (*orders, *searched, MODEL):
         if order != base:
             compare(table[base], table[order], f"{order} over {base}", metric, chosen)

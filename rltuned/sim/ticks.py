@@ -19,7 +19,7 @@ from rltuned.core.quiet import due, remember
 from rltuned.daemon.pacing import Pacer
 from rltuned.domain import ClusterSnapshot, ClusterSpec, Job
 from rltuned.errors import UsageError
-from rltuned.policies import make_policy
+from rltuned.policies import Policy, make_policy
 from rltuned.rl.export import LoadedModel
 from rltuned.sim.simulator import SimResult
 from rltuned.sim.slurm import NO_PINS, SlurmParams, SlurmRun
@@ -194,4 +194,20 @@ def run_ticks(
             episode.pass_quiet()
         else:
             episode.apply(episode.decide(None))
+    return episode.result
+
+
+def run_order(
+    cluster: ClusterSpec, jobs: Sequence[Job], warmup: int, settings: TickSettings, order: Policy
+) -> SimResult:
+    """The daemon on its base alone over Slurm, with `order` ranking in place of the base policy.
+
+    For orders that are not registered policies (a searched `loglinear` point, a teacher, a history
+    mix): they are read as the daemon would read a base. `settings.base` still names the loop's settings
+    and the inputs checked. Every tick is decided: whether an arbitrary order is time-invariant is not
+    known, and deciding a quiet tick gives the schedule passing it gives (`run_ticks`)."""
+    episode = TickEpisode(cluster, jobs, warmup, settings)
+    episode.base = order
+    while episode.result is None:
+        episode.step(None)
     return episode.result

@@ -13,10 +13,11 @@ from rltuned.clusters import load_cluster
 from rltuned.core import CoreSettings, Decision, Lever
 from rltuned.estimates import apply_estimates
 from rltuned.placement.milp import MilpConfig
+from rltuned.policies import make_policy
 from rltuned.sim import ticks
 from rltuned.sim.runner import Window
 from rltuned.sim.simulator import SimResult
-from rltuned.sim.ticks import TickEpisode, TickSettings, run_ticks
+from rltuned.sim.ticks import TickEpisode, TickSettings, run_order, run_ticks
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -88,6 +89,19 @@ def test_a_time_invariant_base_alone_skips_only_ticks_that_would_write_nothing(
     fast = run_ticks(CLUSTER, jobs, warmup, settings)
     assert fast.records == episode.result.records and fast.background == episode.result.background
     assert counted.take() < passable  # fewer decisions than the ticks it could pass
+
+
+def test_an_order_given_to_the_loop_ranks_in_place_of_the_base() -> None:
+    """Searched orders and teachers run through `run_order`: on a loop set up for FCFS, SJF's order
+    gives the schedule the loop on SJF gives (deciding every tick, where `run_ticks` passes quiet ticks),
+    and not FCFS's."""
+    jobs, warmup = window()
+    settings = CONFIGS["training"]
+    ordered = run_order(CLUSTER, jobs, warmup, replace(settings, base="fcfs"), make_policy("sjf"))
+    sjf = run_ticks(CLUSTER, jobs, warmup, replace(settings, base="sjf"))
+    fcfs = run_ticks(CLUSTER, jobs, warmup, replace(settings, base="fcfs"))
+    assert ordered.records == sjf.records and ordered.background == sjf.background
+    assert ordered.records != fcfs.records
 
 
 def test_a_base_that_ages_decides_every_tick(monkeypatch: pytest.MonkeyPatch) -> None:
