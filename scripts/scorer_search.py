@@ -15,7 +15,9 @@ of a busy window, so a point picked on few window-draws is mostly picked for its
 on training, and validation on ten (docs/training.md, "How much a choice made on three draws is
 worth"). Never the test split. What this gauges: the gain over the best heuristic that any per-job
 order of these inputs offers, against what PPO found; the point chosen is a teacher for
-`--imitate-teacher` (docs/training.md).
+`--imitate-teacher` (docs/training.md). A per-window gap is the training reward's and validation's
+(`rl/env.reward`: divided by the larger of the two); before 2026-11-27 this script divided by the
+reference's, which read losses larger (the tables of docs/training.md from before say so).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from rltuned.estimates import apply_estimates
 from rltuned.policies.loglinear import LogLinear
 from rltuned.policies.registry import make_policy
 from rltuned.rl.args import Args
+from rltuned.rl.env import reward
 from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.rl.validation import window_interval
@@ -95,7 +98,7 @@ def table(
     ref = by[reference]
     rows = []
     for key, cells in by.items():
-        gaps = [(ref[c] - v) / ref[c] for c, v in cells.items()]
+        gaps = [reward(ref[c], v, "bsld") for c, v in cells.items()]
         wins = sum(g > 0.001 for g in gaps)
         losses = sum(g < -0.001 for g in gaps)
         rows.append((key, statistics.mean(cells.values()), statistics.mean(gaps), wins, losses))
@@ -167,7 +170,7 @@ def intervals(
     draws = sorted({d for _, d in ref})
     out = {}
     for key, values in cells.items():
-        gaps = np.array([[(ref[(w, d)] - values[(w, d)]) / ref[(w, d)] for d in draws] for w in windows])
+        gaps = np.array([[reward(ref[(w, d)], values[(w, d)], "bsld") for d in draws] for w in windows])
         out[key] = window_interval(gaps)
     return out
 
