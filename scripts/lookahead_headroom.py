@@ -28,6 +28,7 @@ import argparse
 import math
 import time
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -65,8 +66,11 @@ class RunningFirst:
         return -math.inf if job.id in self.running else self.inner.key(job, ctx)
 
 
-def planned_bsld(snapshot: ClusterSnapshot, order: Policy, sim: Simulator) -> float:
-    """Mean bounded slowdown of the pending jobs if `order` served from now on, limits as runtimes."""
+def planned_bsld(
+    snapshot: ClusterSnapshot, order: Policy, sim: Simulator, forecast: Sequence[Job] = ()
+) -> float:
+    """Mean bounded slowdown of the pending jobs (and of `forecast`, jobs expected to arrive, at their
+    submit times) if `order` served from now on, limits as runtimes."""
     now = snapshot.now
     jobs = []
     for r in snapshot.running:
@@ -74,14 +78,27 @@ def planned_bsld(snapshot: ClusterSnapshot, order: Policy, sim: Simulator) -> fl
         jobs.append(replace(r.job, submit=now, runtime=rest, time_limit=rest))
     waited = {j.id: now - j.submit for j in snapshot.pending}
     jobs.extend(replace(j, submit=now, runtime=j.estimate) for j in snapshot.pending)
+    waited.update((j.id, 0.0) for j in forecast)
+    jobs.extend(forecast)
     sim.policy = RunningFirst(order, frozenset(r.job.id for r in snapshot.running))
     result = sim.run(jobs)
     total = 0.0
     for rec in result.records:
         if rec.job.id in waited:
             run = rec.job.estimate
-            total += max((waited[rec.job.id] + rec.start - now + run) / max(run, BSLD_BOUND_S), 1.0)
+            wait = waited[rec.job.id] + rec.start - rec.job.submit
+            total += max((wait + run) / max(run, BSLD_BOUND_S), 1.0)
     return total / len(waited)
+
+
+def replayed(past: Sequence[Job], now: float, hours: float) -> list[Job]:
+    """The forecast: the jobs submitted in the last `hours` (a daemon reads them from sacct) arriving
+    again over the next `hours`, limits as runtimes, under new ids."""
+    span = hours * 3600.0
+    return [
+        replace(j, id=-1 - i, submit=j.submit + span, runtime=j.estimate)
+        for i, j in enumerate(j for j in past if now - span <= j.submit < now)
+    ]
 
 
 def _setup(model_dir: str, draws: int) -> None:
@@ -91,9 +108,9 @@ def _setup(model_dir: str, draws: int) -> None:
     _STATE["validator"] = model_validator(load_model(model_dir).manifest, draws)
 
 
-def _run(task: tuple[str, tuple[str, ...], int]) -> tuple[str, int, float, dict[str, int], float]:
+def _run(task: tuple[str, tuple[str, ...], int, float]) -> tuple[str, int, float, dict[str, int], float]:
     """One contender (an order alone, or the planner over `orders`) on one window-draw."""
-    contender, orders, index = task
+    contender, orders, index, hours = task
     validator = _STATE["validator"]
     assert isinstance(validator, Validator) and isinstance(validator.config, TickSettings)
     draw, span = validator.windows[index]
@@ -113,7 +130,8 @@ def _run(task: tuple[str, tuple[str, ...], int]) -> tuple[str, int, float, dict[
         queue = tuple(j.id for j in snapshot.pending)
         if len(queue) > 1 and queue != last:
             last = queue
-            scores = {o: planned_bsld(snapshot, p, sim) for o, p in policies.items()}
+            forecast = replayed(chunk, snapshot.now, hours) if hours > 0 else []
+            scores = {o: planned_bsld(snapshot, p, sim, forecast) for o, p in policies.items()}
             best = min(scores, key=lambda o: (scores[o], orders.index(o)))
             chosen[best] += 1
             episode.base = policies[best]
@@ -134,13 +152,14 @@ def main() -> None:
     parser.add_argument("--orders", default="sjf;saf;loglinear:b=-0.5,c=0,w0=60", help="';'-separated")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--windows", type=int, default=0, help="only the first N window-draws (a trial)")
+    parser.add_argument("--forecast-h", type=float, default=0.0, help="replay the last H hours' arrivals")
     args = parser.parse_args()
     orders = tuple(o for o in args.orders.split(";") if o)
     _setup(args.model, args.draws)
     validator = _STATE["validator"]
     assert isinstance(validator, Validator)
     cells = range(args.windows or len(validator.windows))
-    tasks = [(c, orders, i) for c in (LOOKAHEAD, *orders) for i in cells]
+    tasks = [(c, orders, i, args.forecast_h) for c in (LOOKAHEAD, *orders) for i in cells]
     values: dict[str, list[float]] = {}
     chosen: Counter[str] = Counter()
     seconds: dict[str, float] = {}
@@ -150,6 +169,7 @@ def main() -> None:
             chosen.update(picks)
             seconds[contender] = seconds.get(contender, 0.0) + round(secs, 1)
     print(f"{args.model}: {len(cells)} window-draws ({args.draws} draw(s)); orders {orders}")
+    print(f"  forecast: the last {args.forecast_h:g} h of arrivals replayed")
     print(f"  the planner served: {dict(chosen)}; seconds: {dict(seconds)}")
     full = len(cells) == len(validator.windows)
     table = {c: by_window(v, validator) if full else np.asarray(v)[:, None] for c, v in values.items()}
