@@ -16,8 +16,8 @@ on training, and validation on ten (docs/training.md, "How much a choice made on
 worth"). Never the test split. What this gauges: the gain over the best heuristic that any per-job
 order of these inputs offers, against what PPO found; the point chosen is a teacher for
 `--imitate-teacher` (docs/training.md). A per-window gap is the training reward's and validation's
-(`rl/env.reward`: divided by the larger of the two); before 2026-11-27 this script divided by the
-reference's, which read losses larger (the tables of docs/training.md from before say so).
+(`rl/env.reward`: divided by the larger of the two). The runs docs/training.md reports divided by
+the reference's, which reads losses larger; its sections say so.
 """
 
 from __future__ import annotations
