@@ -33,6 +33,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from rltuned.domain import ClusterSnapshot, Job, PriorityContext
 from rltuned.policies import Policy, make_policy
@@ -178,6 +179,7 @@ def main() -> None:
     print(f"  forecast: the last {args.forecast_h:g} h of arrivals replayed")
     print(f"  the planner served: {dict(chosen)}; seconds: {dict(seconds)}")
     full = len(cells) == len(validator.windows)
+    chosen_on = int(load_model(args.model).manifest.get("validation_estimate_seeds") or 1) if full else 0
     table = {c: by_window(v, validator) if full else np.asarray(v)[:, None] for c, v in values.items()}
     for contender, cell in table.items():
         draws = np.round(cell.mean(axis=0), 3).tolist()
@@ -187,12 +189,16 @@ def main() -> None:
             if contender == reference:
                 continue
             gaps = np.vectorize(lambda b, o: reward(b, o, "bsld"))(table[reference], table[contender])
-            low, high = window_interval(gaps)
-            won, lost = int((gaps > 0.001).sum()), int((gaps < -0.001).sum())
-            print(
-                f"  {contender:34s} over {reference:34s} {gaps.mean():+.1%} [{low:+.1%}, {high:+.1%}]"
-                f" ({won} W / {lost} L of {gaps.size})"
-            )
+            print(f"  {contender:34s} over {reference:34s} {row(gaps)}")
+            if 0 < chosen_on < gaps.shape[1]:  # draws no choice read
+                fresh = row(gaps[:, chosen_on:])
+                print(f"  {'':34s}   draws {chosen_on + 1}-{gaps.shape[1]} (fresh): {fresh}")
+
+
+def row(gaps: npt.NDArray[np.float64]) -> str:
+    low, high = window_interval(gaps)
+    won, lost = int((gaps > 0.001).sum()), int((gaps < -0.001).sum())
+    return f"{gaps.mean():+.1%} [{low:+.1%}, {high:+.1%}] ({won} W / {lost} L of {gaps.size})"
 
 
 if __name__ == "__main__":
