@@ -30,7 +30,7 @@ from rltuned.domain import ClusterSnapshot, History, Job, RunningJob
 from rltuned.errors import SlurmError
 from rltuned.policies import make_policy
 from rltuned.rl.export import LoadedModel
-from rltuned.slurm.adapter import Outcome, SlurmAdapter
+from rltuned.slurm.adapter import Outcome, SlurmAdapter, UpdateResult
 from rltuned.slurm.history import history_from_slurm
 from rltuned.slurm.parse import SlurmJobInfo, SlurmView, read_view
 
@@ -394,7 +394,7 @@ class Engine:
             if fields is HOLD_RELEASE:
                 ok = self._restore_priority(job_id, change, queued, counts)
             else:
-                ok = self._count(counts, lever.kind, self.adapter.update_job(job_id, dict(fields)).outcome)
+                ok = self._undone(counts, job_id, lever.kind, self.adapter.update_job(job_id, dict(fields)))
             if ok:
                 self.ledger.forget_lever(job_id, lever.kind)
             all_ok &= ok
@@ -416,7 +416,7 @@ class Engine:
         if not change.held:
             held = self.adapter.hold(job_id)
             if held.outcome != Outcome.OK:
-                return self._count(counts, "priority", held.outcome)
+                return self._undone(counts, job_id, "priority", held)
             self.ledger.record(job_id, held=True)  # from here on, a failed release is ours to retry
         for delay in RELEASE_RETRIES:
             released = self.adapter.release(job_id)
@@ -439,6 +439,15 @@ class Engine:
         except OSError as exc:
             self.metrics.fallbacks.labels("ledger_unsaved").inc()
             self.log.error("ledger_save_failed", path=str(self.ledger.path), error=str(exc))
+
+    def _undone(self, counts: Counter[str], job_id: int, kind: str, result: UpdateResult) -> bool:
+        """Count one undo; a failed one is logged with Slurm's own words, which say why (the summary
+        `reset_incomplete` names only the jobs)."""
+        if result.outcome != Outcome.OK:
+            self.log.warning(
+                "undo_failed", jobid=job_id, action=kind, result=result.outcome.value, stderr=result.message
+            )
+        return self._count(counts, kind, result.outcome)
 
     def _count(self, counts: Counter[str], kind: str, outcome: Outcome) -> bool:
         counts[f"{kind}:{outcome.value}"] += 1

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import structlog
 
 from rltuned.core.plan import Action
 from rltuned.daemon import engine as engine_module
@@ -112,6 +113,33 @@ def test_reset_restores_oversubscribe_and_undoes_jobs_that_became_exempt(tmp_pat
     assert (5, {"hold": ""}) in adapter.writes and (5, {"release": ""}) in adapter.writes
     assert counts == {"oversubscribe:ok": 1, "priority:ok": 1}
     assert len(Ledger.in_dir(tmp_path)) == 0
+
+
+def test_a_failed_undo_is_logged_with_slurms_words_and_kept_for_the_next_reset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reset_incomplete` names the jobs; why each failed is Slurm's message, logged per job."""
+    adapter = FakeAdapter()
+    eng = _enforcing(adapter, tmp_path)
+    eng.ledger.settle(eng.ledger.intend(PRIORITY), PRIORITY, "ok")
+    refused = UpdateResult(Outcome.ERROR, "slurm_hold error: Socket timed out on send/recv operation")
+    monkeypatch.setattr(adapter, "hold", lambda job_id: refused)
+    with structlog.testing.capture_logs() as logs:
+        counts = eng.reset()
+    assert counts == {"priority:error": 1}
+    failed = [e for e in logs if e["event"] == "undo_failed"]
+    assert failed == [
+        {
+            "event": "undo_failed",
+            "log_level": "warning",
+            "jobid": 5,
+            "action": "priority",
+            "result": "error",
+            "stderr": refused.message,
+        }
+    ]
+    assert [e["jobs"] for e in logs if e["event"] == "reset_incomplete"] == [[5]]
+    assert Ledger.in_dir(tmp_path).get(5).priority == 9000  # kept for the next reset
 
 
 def test_a_failed_release_is_retried_reported_and_finished_by_the_next_reset(
