@@ -33,14 +33,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
-import numpy.typing as npt
 
 from rltuned.domain import ClusterSnapshot, Job, PriorityContext
 from rltuned.policies import Policy, make_policy
 from rltuned.policies.loglinear import parse_loglinear
 from rltuned.rl.env import reward
 from rltuned.rl.export import load_model
-from rltuned.rl.validation import Validator, by_window, model_validator, window_interval
+from rltuned.rl.validation import Validator, by_window, gap_summary, model_validator
 from rltuned.sim.metrics import BSLD_BOUND_S, compute_metrics
 from rltuned.sim.simulator import SimConfig, Simulator
 from rltuned.sim.ticks import TickEpisode, TickSettings, run_order
@@ -106,7 +105,9 @@ def _setup(model_dir: str, draws: int, exact: bool = False) -> None:
     import torch
 
     torch.set_num_threads(1)
-    validator = model_validator(load_model(model_dir).manifest, draws)
+    manifest = load_model(model_dir).manifest
+    validator = model_validator(manifest, draws)
+    _STATE["chosen_on"] = int(manifest.get("validation_estimate_seeds") or 1)  # draws choices read
     if exact:  # an oracle: every limit is the job's runtime, in the real run and in the forward run
         validator.draws = [[replace(j, time_limit=j.runtime) for j in validator.draws[0]]]
         validator.windows = [(0, span) for d, span in validator.windows if d == 0]
@@ -179,7 +180,8 @@ def main() -> None:
     print(f"  forecast: the last {args.forecast_h:g} h of arrivals replayed")
     print(f"  the planner served: {dict(chosen)}; seconds: {dict(seconds)}")
     full = len(cells) == len(validator.windows)
-    chosen_on = int(load_model(args.model).manifest.get("validation_estimate_seeds") or 1) if full else 0
+    chosen_on = _STATE["chosen_on"] if full else 0
+    assert isinstance(chosen_on, int)
     table = {c: by_window(v, validator) if full else np.asarray(v)[:, None] for c, v in values.items()}
     for contender, cell in table.items():
         draws = np.round(cell.mean(axis=0), 3).tolist()
@@ -189,16 +191,10 @@ def main() -> None:
             if contender == reference:
                 continue
             gaps = np.vectorize(lambda b, o: reward(b, o, "bsld"))(table[reference], table[contender])
-            print(f"  {contender:34s} over {reference:34s} {row(gaps)}")
+            print(f"  {contender:34s} over {reference:34s} {gap_summary(gaps)}")
             if 0 < chosen_on < gaps.shape[1]:  # draws no choice read
-                fresh = row(gaps[:, chosen_on:])
+                fresh = gap_summary(gaps[:, chosen_on:])
                 print(f"  {'':34s}   draws {chosen_on + 1}-{gaps.shape[1]} (fresh): {fresh}")
-
-
-def row(gaps: npt.NDArray[np.float64]) -> str:
-    low, high = window_interval(gaps)
-    won, lost = int((gaps > 0.001).sum()), int((gaps < -0.001).sum())
-    return f"{gaps.mean():+.1%} [{low:+.1%}, {high:+.1%}] ({won} W / {lost} L of {gaps.size})"
 
 
 if __name__ == "__main__":

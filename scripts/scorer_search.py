@@ -39,7 +39,7 @@ from rltuned.rl.args import Args
 from rltuned.rl.env import reward
 from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import disjoint_windows, split_range
-from rltuned.rl.validation import window_interval
+from rltuned.rl.validation import TIE, window_interval
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.runner import Window
 from rltuned.sim.ticks import run_order
@@ -99,8 +99,8 @@ def table(
     rows = []
     for key, cells in by.items():
         gaps = [reward(ref[c], v, "bsld") for c, v in cells.items()]
-        wins = sum(g > 0.001 for g in gaps)
-        losses = sum(g < -0.001 for g in gaps)
+        wins = sum(g > TIE for g in gaps)
+        losses = sum(g < -TIE for g in gaps)
         rows.append((key, statistics.mean(cells.values()), statistics.mean(gaps), wins, losses))
     return sorted(rows, key=lambda r: -r[2])
 

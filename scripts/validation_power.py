@@ -30,7 +30,7 @@ from rltuned.policies.loglinear import parse_loglinear
 from rltuned.rl.env import reward, score
 from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import LoadedModel, load_model
-from rltuned.rl.validation import Validator, by_window, model_validator, window_interval
+from rltuned.rl.validation import Validator, by_window, gap_summary, model_validator
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.ticks import TickSettings, run_order
 
@@ -77,9 +77,7 @@ def _score(task: tuple[str, int]) -> tuple[str, int, float]:
 
 
 def row(name: str, gaps: npt.NDArray[np.float64]) -> str:
-    low, high = window_interval(gaps)
-    won, lost = int((gaps > 0.001).sum()), int((gaps < -0.001).sum())
-    return f"{name}: {gaps.mean():+.1%} [{low:+.1%}, {high:+.1%}] ({won} W / {lost} L of {gaps.size})"
+    return f"{name}: {gap_summary(gaps)}"
 
 
 def main() -> None:
@@ -110,8 +108,8 @@ def main() -> None:
     spans, draws = table[base].shape
     print(f"{args.model}: {spans} windows x {draws} draws; chosen on the first {chosen} draw(s); "
           f"metric {metric}; base {base}")  # fmt: skip
-    for order, cells in table.items():
-        print(f"  {order:8s} mean {cells.mean():.3f}  per draw: {np.round(cells.mean(axis=0), 3).tolist()}")
+    for order, grid in table.items():
+        print(f"  {order:8s} mean {grid.mean():.3f}  per draw: {np.round(grid.mean(axis=0), 3).tolist()}")
     for order in (*orders, *searched, MODEL):
         if order != base:
             compare(table[base], table[order], f"{order} over {base}", metric, chosen)

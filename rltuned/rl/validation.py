@@ -148,6 +148,29 @@ def window_interval(
     return float(low), float(high)
 
 
+TIE = 0.001
+"""A per-window gap within this of zero is a tie, neither a win nor a loss."""
+
+
+def gap_record(gaps: npt.NDArray[np.float64]) -> dict[str, Any]:
+    """Per-window gaps ([windows, draws]) summed up: mean, 90% interval (`window_interval`), wins and
+    losses beyond `TIE`."""
+    low, high = window_interval(gaps)
+    return {
+        "gap": float(gaps.mean()),
+        "interval": [low, high],
+        "wins": int((gaps > TIE).sum()),
+        "losses": int((gaps < -TIE).sum()),
+    }
+
+
+def gap_summary(gaps: npt.NDArray[np.float64]) -> str:
+    """`gap_record` as one line: `+1.2% [-0.4%, +2.9%] (20 W / 22 L of 60)`."""
+    r = gap_record(gaps)
+    low, high = r["interval"]
+    return f"{r['gap']:+.1%} [{low:+.1%}, {high:+.1%}] ({r['wins']} W / {r['losses']} L of {gaps.size})"
+
+
 def confirm(validator: Validator, model: LoadedModel) -> dict[str, Any]:
     """The model and its base on `validator`'s windows, as a record: per-window gap, its 90% interval
     (`window_interval`), wins and losses. Meant for draws of the estimate noise no choice has read: a
@@ -157,13 +180,9 @@ def confirm(validator: Validator, model: LoadedModel) -> dict[str, Any]:
     base = [validator.score(None, w) for w in windows]
     agent = [validator.score(model, w) for w in windows]
     gaps = by_window([reward(b, a, validator.metric) for b, a in zip(base, agent, strict=True)], validator)
-    low, high = window_interval(gaps)
     return {
         "windows": len(base),
-        "gap": float(gaps.mean()),
-        "interval": [low, high],
-        "wins": int((gaps > 0.001).sum()),
-        "losses": int((gaps < -0.001).sum()),
+        **gap_record(gaps),
         "base_score": float(np.mean(base)),
         "agent_score": float(np.mean(agent)),
     }
