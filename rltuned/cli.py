@@ -238,6 +238,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
           f"chosen {best:.3f} ({result.gain_pct:+.1f}%)")  # fmt: skip
     if kept:
         print("# no trial beat the current settings on validation: keep them")
+    if result.chosen.weights.size_relative:
+        print("# PriorityFlags: add SMALL_RELATIVE_TO_TIME to the flags you set (one line holds them all)")
+    elif result.current.weights.size_relative:
+        print("# PriorityFlags: remove SMALL_RELATIVE_TO_TIME, keep your other flags")
     print("\n".join(lines))
     return 0
 

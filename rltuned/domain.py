@@ -147,6 +147,9 @@ class PriorityContext:
     total_gpus: int
     history: History = field(default_factory=History)
     origin: float = 0.0
+    nodes: int = 0
+    """The cluster's node count: multifactor's SMALL_RELATIVE_TO_TIME sizes a job against an average
+    node (0: unknown, no floor)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,4 +172,5 @@ class ClusterSnapshot:
 
     @property
     def context(self) -> PriorityContext:
-        return PriorityContext(self.now, self.cluster.total_gpus, self.history, self.origin)
+        cluster = self.cluster
+        return PriorityContext(self.now, cluster.total_gpus, self.history, self.origin, len(cluster.nodes))

@@ -1,20 +1,26 @@
 """`rltunectl tune`: better multifactor weights for an admin's own cluster, no daemon needed.
 
 A black-box search (optuna's TPE sampler, seeded) over the `slurm.conf` settings that rank GPU jobs -
-PriorityWeightAge, PriorityWeightFairShare, PriorityWeightJobSize with and without PriorityFavorSmall,
-PriorityWeightTRES=GRES/gpu and PriorityMaxAge - each trial scored in the simulator's Slurm alone
-(`SlurmRun.run`: no daemon writes anything) on random windows of the trace's training split. The best
-trials on training are then run on every disjoint window of the validation split, and the one best
-there is the answer, compared there with the current settings. The test split is never read.
+PriorityWeightAge, PriorityWeightFairShare, PriorityWeightJobSize with and without PriorityFavorSmall and
+with and without `PriorityFlags=SMALL_RELATIVE_TO_TIME` (the job size over its time limit: Slurm's own
+way to an SJF-like order), PriorityWeightTRES=GRES/gpu and PriorityMaxAge - each trial scored in the
+simulator's Slurm alone (`SlurmRun.run`: no daemon writes anything) on random windows of the trace's
+training split. The best trials on training are then run on every disjoint window of the validation
+split, and the one best there is the answer, compared there with the current settings. The test split
+is never read.
 
 PriorityWeightPartition and PriorityWeightQOS are left as they are: with one partition and no QOS
 priorities in the trace they add the same to every job (on a cluster whose QOS carry priorities, keep
 yours). Weights are searched on Slurm's integer scale up to 10,000: only their ratios matter, and the
-sum stays far below the 32-bit limit.
+sum stays far below the 32-bit limit. The one exception is the job size weight under
+SMALL_RELATIVE_TO_TIME, whose factor is about 1 / (nodes x limit in minutes), 1e-4 to 1e-7 on a
+cluster of a hundred nodes: Slurm truncates the priority to an integer, so that weight is searched on a
+log scale from 10^4 to 10^9 (below Slurm's 32-bit weights, with room for the others in the sum).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -29,6 +35,8 @@ from rltuned.sim.runner import Window
 from rltuned.sim.slurm import SlurmParams, SlurmRun
 
 WEIGHT_MAX = 10_000
+RELATIVE_LOG10 = (4.0, 9.0)
+"""The job size weight's range under SMALL_RELATIVE_TO_TIME, as powers of ten."""
 MAX_AGE_RANGE_S = (3600.0, 30 * 86400.0)
 METRIC_KEYS = {"bsld": "avg_bsld", "wait": "avg_wait_s", "jct": "avg_jct_s"}
 
@@ -99,14 +107,20 @@ def tune(
         return out
 
     def objective(trial: optuna.Trial) -> float:
+        relative = bool(trial.suggest_categorical("size_relative", [False, True]))
+        if relative:
+            job_size = round(10.0 ** trial.suggest_float("job_size_log10", *RELATIVE_LOG10))
+        else:
+            job_size = trial.suggest_int("job_size", 0, WEIGHT_MAX)
         weights = Multifactor(
             weight_age=trial.suggest_int("age", 0, WEIGHT_MAX),
             weight_fairshare=trial.suggest_int("fairshare", 0, WEIGHT_MAX),
-            weight_job_size=trial.suggest_int("job_size", 0, WEIGHT_MAX),
+            weight_job_size=job_size,
             weight_tres_gpu=trial.suggest_int("tres_gpu", 0, WEIGHT_MAX),
             favor_small=trial.suggest_categorical("favor_small", [False, True]),
             max_age_s=trial.suggest_float("max_age_s", *MAX_AGE_RANGE_S, log=True),
             weight_partition=current.priority.weight_partition,
+            size_relative=relative,
         )
         value = float(np.mean(score(weights, train_windows)))
         trial.set_user_attr("weights", weights)
@@ -131,10 +145,19 @@ def tune(
 
 
 def _as_params(weights: Multifactor) -> dict[str, object]:
+    """The current settings as a trial's parameters, each clamped into its search range."""
+    if weights.size_relative:
+        low, high = RELATIVE_LOG10
+        size: dict[str, object] = {
+            "job_size_log10": min(max(math.log10(max(weights.weight_job_size, 1)), low), high)
+        }
+    else:
+        size = {"job_size": min(weights.weight_job_size, WEIGHT_MAX)}
     return {
+        "size_relative": weights.size_relative,
+        **size,
         "age": min(weights.weight_age, WEIGHT_MAX),
         "fairshare": min(weights.weight_fairshare, WEIGHT_MAX),
-        "job_size": min(weights.weight_job_size, WEIGHT_MAX),
         "tres_gpu": min(weights.weight_tres_gpu, WEIGHT_MAX),
         "favor_small": weights.favor_small,
         "max_age_s": min(max(weights.max_age_s, MAX_AGE_RANGE_S[0]), MAX_AGE_RANGE_S[1]),
@@ -156,4 +179,5 @@ def slurm_conf_lines(weights: Multifactor) -> list[str]:
         f"PriorityWeightTRES=GRES/gpu={weights.weight_tres_gpu}",
         f"PriorityFavorSmall={'YES' if weights.favor_small else 'NO'}",
         f"PriorityMaxAge={days}-{hours:02d}:{minutes:02d}:{secs:02d}",
+        *(["PriorityFlags=SMALL_RELATIVE_TO_TIME"] if weights.size_relative else []),
     ]

@@ -118,6 +118,27 @@ class SlurmLab:
             raise SlurmLabError(f"{cmd} failed: expected exit code 0, got {proc.returncode}: {proc.stderr}")
         return proc
 
+    @contextlib.contextmanager
+    def reconfigured(self, **settings: str) -> Iterator[None]:
+        """slurm.conf with these `Key=value` lines replaced (or added), applied by `scontrol reconfigure`
+        for the duration of the block, then the original file and settings back."""
+        original = self.conf.read_text()
+        text = original
+        for key, value in settings.items():
+            line = f"{key}={value}"
+            text, found = re.subn(rf"^{key}=.*$", line, text, flags=re.M)
+            if not found:
+                text += line + "\n"
+        self.conf.write_text(text)
+        try:
+            self.run(["scontrol", "reconfigure"])
+            self.wait_usable()
+            yield
+        finally:
+            self.conf.write_text(original)
+            self.run(["scontrol", "reconfigure"])
+            self.wait_usable()
+
     def sbatch(
         self,
         gpus: str | None,

@@ -17,6 +17,7 @@ from rltuned.sim.slurm_config import params_from_config
 from tests.builders import cluster, job
 
 SPEC = cluster(("V100", 4, 2))
+WEIGHT_SUM_LIMIT = 2**32 - 1  # Slurm's priority is a 32-bit unsigned integer
 
 
 def _jobs(n: int) -> list[Job]:
@@ -50,6 +51,21 @@ def test_the_printed_lines_are_what_slurms_config_parser_reads_back() -> None:
                           weight_tres_gpu=250, favor_small=True, max_age_s=3 * 86400 + 3661)  # fmt: skip
     config = dict(line.split("=", 1) for line in tuning.slurm_conf_lines(weights))
     assert params_from_config(config).priority == weights
+    relative = Multifactor(weight_age=100, weight_job_size=250_000_000, size_relative=True)
+    config = dict(line.split("=", 1) for line in tuning.slurm_conf_lines(relative))
+    assert config["PriorityFlags"] == "SMALL_RELATIVE_TO_TIME"
+    assert params_from_config(config).priority == relative
+
+
+def test_the_search_holds_an_sjf_like_order_that_slurm_can_keep_in_integers() -> None:
+    """Under SMALL_RELATIVE_TO_TIME the size factor is tiny (1 / (nodes x minutes)); the weights the
+    search may pick must keep limits apart after Slurm truncates the priority to an integer."""
+    ctx = PriorityContext(now=0.0, total_gpus=800, nodes=100)
+    low = Multifactor(weight_age=0, weight_fairshare=0, weight_partition=0, size_relative=True,
+                      weight_job_size=round(10 ** tuning.RELATIVE_LOG10[1]))  # fmt: skip
+    day, longer = job(1, 0.0, 1, 60.0, 86400.0), job(2, 0.0, 1, 60.0, 86400.0 + 3600.0)
+    assert int(-low.key(day, ctx)) > int(-low.key(longer, ctx))
+    assert tuning.WEIGHT_MAX * 4 + 10 ** tuning.RELATIVE_LOG10[1] < WEIGHT_SUM_LIMIT
 
 
 def test_tune_chooses_on_validation_and_never_reads_the_test_split(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -231,6 +231,7 @@ class _Run:
         self.cfg = sim.config
         self.capacity = Capacity(sim.cluster, sim.pools, sim._node_pool)
         self.total_gpus = sim.cluster.total_gpus
+        self.nodes = len(sim.cluster.nodes)
         self.origin = min((j.submit for j in jobs), default=0.0)
         # The head job's reservation (shadow time, caps on reserved nodes), valid until resources are freed
         # or the head changes; arrivals behind the head are backfilled against it without a full pass.
@@ -308,9 +309,9 @@ class _Run:
         """Usage (fair-share) changes continuously, so only dynamic policies pay for computing it; a static
         policy's view holds live runtime means only, so one serves the whole run."""
         if not self.policy.dynamic:
-            return PriorityContext(now, self.total_gpus, self.static_history, self.origin)
+            return PriorityContext(now, self.total_gpus, self.static_history, self.origin, self.nodes)
         history = self.history.view(now, self._running_jobs())
-        return PriorityContext(now, self.total_gpus, history, self.origin)
+        return PriorityContext(now, self.total_gpus, history, self.origin, self.nodes)
 
     def _running_jobs(self) -> list[_Job]:
         return [self.by_idx[idx] for idx in self.capacity.running_indices()]

@@ -255,6 +255,7 @@ class SlurmRun:
         nodes = cluster.nodes
         self.free = FreeCapacity([n.gpus for n in nodes], [n.cpus for n in nodes], [n.mem_mb for n in nodes])
         self.total_gpus = cluster.total_gpus
+        self.nodes = len(cluster.nodes)
         self.origin = min((j.submit for j in jobs), default=0.0)
         self.history = HistoryTracker(self.origin, self.params.fairshare_half_life_s)
         self.engine: Engine[_Job] = Engine()
@@ -453,7 +454,7 @@ class SlurmRun:
         backfill and the daemon's read often meet at one instant."""
         if self._ctx is None or self._ctx_at != (now, self._version):
             history = self.history.view(now, self.running.values())
-            self._ctx = PriorityContext(now, self.total_gpus, history, self.origin)
+            self._ctx = PriorityContext(now, self.total_gpus, history, self.origin, self.nodes)
             self._ctx_at = (now, self._version)
         return self._ctx
 

@@ -52,8 +52,8 @@ def params_from_file(path: Path) -> SlurmParams:
 
 def params_from_config(config: Mapping[str, str], where: str = "scontrol show config") -> SlurmParams:
     """SchedulerType, SchedulerParameters (sched_interval, bf_*), PriorityWeight*, PriorityWeightTRES's
-    GRES/gpu, PriorityFavorSmall, PriorityMaxAge and PriorityDecayHalfLife; each malformed value is an
-    error naming its key."""
+    GRES/gpu, PriorityFavorSmall, PriorityFlags' SMALL_RELATIVE_TO_TIME, PriorityMaxAge and
+    PriorityDecayHalfLife; each malformed value is an error naming its key."""
     values: dict[str, Any] = {"backfill": _plugins(config, where)}
     for item in config.get("SchedulerParameters", "").split(","):
         key, _, raw = item.strip().partition("=")
@@ -69,6 +69,8 @@ def params_from_config(config: Mapping[str, str], where: str = "scontrol show co
         weights["max_age_s"] = _duration(config["PriorityMaxAge"], "PriorityMaxAge", where)
     if "PriorityFavorSmall" in config:
         weights["favor_small"] = config["PriorityFavorSmall"].strip().upper() in ("YES", "1")
+    flags = {f.strip().upper() for f in config.get("PriorityFlags", "").split(",")}
+    weights["size_relative"] = "SMALL_RELATIVE_TO_TIME" in flags
     for item in config.get("PriorityWeightTRES", "").split(","):
         name, _, raw = item.strip().partition("=")
         if name.lower() == "gres/gpu":  # the other TRES (CPU, Mem, ...) do not tell GPU jobs apart here

@@ -91,6 +91,24 @@ def test_multifactor_breakdown_sums_to_the_priority() -> None:
     assert mf.key(j, ctx(3.5 * 86400, a=100.0, b=300.0)) == -terms["priority"]
 
 
+def test_small_relative_to_time_sizes_a_job_against_an_average_node_per_minute_of_limit() -> None:
+    """Slurm's formula (priority_multifactor.c) in GPUs: max(nodes x average node, job) / minutes /
+    cluster; 8 GPUs on 4 nodes, so an average node has 2."""
+    at = PriorityContext(now=0.0, total_gpus=8, nodes=4)
+    size = Multifactor(weight_age=0, weight_fairshare=0, weight_partition=0, weight_job_size=1000,
+                       size_relative=True)  # fmt: skip
+    assert size.factors(job(1, 0, 1, 60, 600), at)["job_size"] == pytest.approx(2 / 10 / 8)
+    assert size.factors(job(2, 0, 4, 60, 600), at)["job_size"] == pytest.approx(4 / 10 / 8)  # wider
+    assert size.factors(job(3, 0, 1, 60, 61), at)["job_size"] == pytest.approx(2 / 2 / 8)  # 2 minutes
+    assert size.factors(job(4, 0, 2, 60, 60, nodes=2), at)["job_size"] == pytest.approx(4 / 1 / 8)
+    assert size.factors(Job(5, 0.0, 1, runtime=60.0), at)["job_size"] == 0.0  # no limit: INFINITE
+    order = sorted([job(6, 0, 1, 60, 7200), job(7, 0, 1, 60, 60), job(8, 0, 1, 60, 600)],
+                   key=lambda j: size.key(j, at))  # fmt: skip
+    assert [j.id for j in order] == [7, 8, 6]  # Slurm alone, shortest limit first
+    small = Multifactor(weight_job_size=1000, size_relative=True, favor_small=True)
+    assert small.factors(job(1, 0, 1, 60, 600), at)["job_size"] == pytest.approx(1 - 2 / 10 / 8)
+
+
 def test_fairshare_is_half_at_exactly_the_fair_share_and_one_when_unused() -> None:
     assert fairshare("a", ctx(0, a=50.0, b=50.0)) == pytest.approx(0.5)
     assert fairshare("c", ctx(0, a=50.0, b=50.0)) == 1.0

@@ -49,6 +49,14 @@ def test_scheduler_and_priority_settings_are_read() -> None:
     assert params_from_record(json.loads(json.dumps(params_record(params)))) == params
 
 
+def test_small_relative_to_time_is_read_among_the_priority_flags() -> None:
+    flags = SHOW_CONFIG + "PriorityFlags           = CALCULATE_RUNNING,SMALL_RELATIVE_TO_TIME\n"
+    assert params_from_show_config(flags).priority.size_relative
+    assert not params_from_show_config(SHOW_CONFIG).priority.size_relative
+    other = SHOW_CONFIG + "PriorityFlags = CALCULATE_RUNNING\n"
+    assert not params_from_show_config(other).priority.size_relative
+
+
 def test_a_model_recorded_before_a_setting_existed_keeps_the_slurm_it_was_trained_in() -> None:
     """Manifests written before node selection, whole-node reservations and the background loop's passes
     were modelled read back as the model that trained them."""
