@@ -416,6 +416,11 @@ class Engine:
         if not change.held:
             held = self.adapter.hold(job_id)
             if held.outcome != Outcome.OK:
+                if _unreachable(held.message):
+                    # The hold may still land (its RPC was sent): the next reset releases the job, which
+                    # on 22.05 also recomputes a fixed priority if it never did. Left unrecorded, a job
+                    # held that way would read as an admin's hold and stay held.
+                    self.ledger.record(job_id, held=True)
                 return self._undone(counts, job_id, "priority", held)
             self.ledger.record(job_id, held=True)  # from here on, a failed release is ours to retry
         for delay in RELEASE_RETRIES:

@@ -142,6 +142,33 @@ def test_a_failed_undo_is_logged_with_slurms_words_and_kept_for_the_next_reset(
     assert Ledger.in_dir(tmp_path).get(5).priority == 9000  # kept for the next reset
 
 
+def test_a_hold_that_timed_out_is_released_by_the_next_reset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hold whose scontrol timed out may still land after reset gave up (a CI run after a slurmctld
+    restart): the job then shows JobHeldAdmin, which without a record would read as an admin's own hold
+    and be left held for good. The ledger records it as held, so the next reset releases it."""
+    adapter = FakeAdapter()
+    eng = _enforcing(adapter, tmp_path)
+    eng.ledger.settle(eng.ledger.intend(PRIORITY), PRIORITY, "ok")
+    late = UpdateResult(Outcome.ERROR, "scontrol timed out after 3 s (slurmctld unreachable?)")
+
+    def hold_lands_late(job_id: int) -> UpdateResult:
+        for job in adapter.squeue["jobs"]:
+            if job["job_id"] == job_id:
+                job.update(priority=0, state_reason="JobHeldAdmin")  # what Slurm shows once it lands
+        return late
+
+    monkeypatch.setattr(adapter, "hold", hold_lands_late)
+    assert eng.reset() == {"priority:error": 1}
+    assert Ledger.in_dir(tmp_path).get(5).held
+    monkeypatch.undo()
+    adapter.writes.clear()
+    assert eng.reset() == {"priority:ok": 1}
+    assert adapter.writes == [(5, {"release": ""})]
+    assert len(Ledger.in_dir(tmp_path)) == 0
+
+
 def test_a_failed_release_is_retried_reported_and_finished_by_the_next_reset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -142,6 +142,10 @@ def test_slurmctld_stopped_mid_apply(clean_lab: SlurmLab, tmp_path: Path) -> Non
         lab.wait_usable()
     skipped = [e for e in events(tmp_path / "once.log") if e.get("event") == "apply_stopped"]
     assert skipped, "the apply did not notice slurmctld was gone"
+    # The reset an admin runs once slurmctld is back, with the shipped command timeout (10 s): a
+    # controller just restarted on a busy machine can take longer than the lab's 3 s to answer writes.
+    path = config(tmp_path, lab, apply__writes_per_s=5.0, apply__write_burst=2, daemon__interval_s=10.0,
+                  slurm__command_timeout_s=10.0)  # fmt: skip
     _check_reset(lab, path, baseline, row)
     record(row)
     assert row.changed > 0
