@@ -126,9 +126,14 @@ def pyslurm_cannot(levers: list[LeverSpec]) -> list[str]:
     return [lever.enabled_by for lever in levers if not lever.pyslurm]
 
 
+def priority_flags(config: Mapping[str, str]) -> frozenset[str]:
+    """The flags of `scontrol show config`'s PriorityFlags line, upper-cased."""
+    return frozenset(f.strip().upper() for f in config.get("PriorityFlags", "").split(",") if f.strip())
+
+
 def conf_problems(config: Mapping[str, str], levers: list[LeverSpec]) -> list[str]:
     """What in slurmctld's configuration would make the configured levers ineffective."""
-    flags = {f.strip().upper() for f in config.get("PriorityFlags", "").split(",") if f.strip()}
+    flags = priority_flags(config)
     problems: list[str] = []
     if "INCR_ONLY" in flags:
         problems.append(

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rltuned.core.levers import priority_flags
 from rltuned.errors import ConfigError, UsageError
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.slurm import SlurmParams
@@ -69,8 +70,7 @@ def params_from_config(config: Mapping[str, str], where: str = "scontrol show co
         weights["max_age_s"] = _duration(config["PriorityMaxAge"], "PriorityMaxAge", where)
     if "PriorityFavorSmall" in config:
         weights["favor_small"] = config["PriorityFavorSmall"].strip().upper() in ("YES", "1")
-    flags = {f.strip().upper() for f in config.get("PriorityFlags", "").split(",")}
-    weights["size_relative"] = "SMALL_RELATIVE_TO_TIME" in flags
+    weights["size_relative"] = "SMALL_RELATIVE_TO_TIME" in priority_flags(config)
     for item in config.get("PriorityWeightTRES", "").split(","):
         name, _, raw = item.strip().partition("=")
         if name.lower() == "gres/gpu":  # the other TRES (CPU, Mem, ...) do not tell GPU jobs apart here
