@@ -38,6 +38,7 @@ def test_in_the_daemons_loop_only_what_an_admin_could_run_is_a_contender() -> No
     names = contenders(TickSettings("sjf"), tuned=False)
     assert all(unreadable_inputs(h) is None for h in names if h in HEURISTICS)
     assert {"fcfs", "sjf", "saf", "wfp3", "unicep"} <= set(names)
+    assert "qssf" in names  # the paper's own comparison (its Table 8): served from sacct's runtimes
     assert [h for h in HEURISTICS if unreadable_inputs(h) is not None] != []  # some are left out
     assert names[-1] == SLURM_ALONE and SLURM_TUNED not in names
     assert contenders(TickSettings("sjf"), tuned=True)[-2:] == [SLURM_ALONE, SLURM_TUNED]
