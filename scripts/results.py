@@ -70,7 +70,9 @@ all jobs (1 = even; ITP's trace names no users, so there it is 1 by construction
 The agent acts deterministically (argsort of its scores, as the daemon ranks). In the daemon's loop,
 `slurm-multifactor` is Slurm alone (no daemon) with the multifactor weights the model was trained under
 (1000 each), and `slurm-multifactor-tuned` Slurm alone with the weights `rltunectl tune` searched on the
-training split and chose on validation (docs/tuned/TRACE.json).
+training split and chose on validation (docs/tuned/TRACE.json). `qssf` (the paper's own comparison)
+predicts a job's runtime from its user's mean past runtime, else its account's, else its own limit,
+times its GPUs: on ITP, whose trace names neither, it is `saf` to the digit.
 """
 
 
