@@ -130,7 +130,8 @@ def test_slurmctld_stopped_mid_apply(clean_lab: SlurmLab, tmp_path: Path) -> Non
     lab = clean_lab
     fill_and_queue(lab)
     baseline = priorities(lab)
-    path = config(tmp_path, lab, apply__writes_per_s=5.0, apply__write_burst=2, daemon__interval_s=10.0)
+    pacing = {"apply__writes_per_s": 5.0, "apply__write_burst": 2, "daemon__interval_s": 10.0}
+    path = config(tmp_path, lab, **pacing)
     row = _row("slurmctld stopped mid-apply")
     proc = start(daemon_argv(path, "--once", "--mode", "enforce"), tmp_path / "once.log")
     try:
@@ -144,8 +145,7 @@ def test_slurmctld_stopped_mid_apply(clean_lab: SlurmLab, tmp_path: Path) -> Non
     assert skipped, "the apply did not notice slurmctld was gone"
     # The reset an admin runs once slurmctld is back, with the shipped command timeout (10 s): a
     # controller just restarted on a busy machine can take longer than the lab's 3 s to answer writes.
-    path = config(tmp_path, lab, apply__writes_per_s=5.0, apply__write_burst=2, daemon__interval_s=10.0,
-                  slurm__command_timeout_s=10.0)  # fmt: skip
+    path = config(tmp_path, lab, **pacing, slurm__command_timeout_s=10.0)
     _check_reset(lab, path, baseline, row)
     record(row)
     assert row.changed > 0
