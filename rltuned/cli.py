@@ -163,12 +163,16 @@ def _add_train(sub: argparse._SubParsersAction[_Parser]) -> None:
     sw.add_argument("--cpus-per-trial", type=int, default=1, help="rollout processes per trial")
 
 
+REQUIRED_TRAINING_FLAGS = ("trace", "cluster", "out")
+"""Flags `train` and `sweep` need; `--recipe` may give the first two."""
+
+
 def _add_args_fields(parser: argparse.ArgumentParser) -> None:
     add_fields(
         parser,
         Args,
         skip=("extra",),
-        required=("trace", "cluster", "out"),
+        required=REQUIRED_TRAINING_FLAGS,
         choices={
             "metric": METRIC_NAMES,
             "estimates": MODELS,
@@ -179,6 +183,31 @@ def _add_args_fields(parser: argparse.ArgumentParser) -> None:
         },
         aliases={"num_minibatches": "--minibatches", "interval_s": "--interval"},
     )
+    parser.add_argument(
+        "--recipe",
+        metavar="MODEL",
+        help="start from the flags a model's manifest recorded (a model directory or its manifest.json); "
+        "flags given here override them, and --trace and --cluster are then the model's unless given; "
+        "--out is always needed (rl/recipe.py)",
+    )
+
+
+def _training_args(args: argparse.Namespace) -> Args:
+    """Args from the flags given, over the recipe's (if any), over the defaults."""
+    from rltuned.rl.recipe import read_recipe
+
+    recipe = read_recipe(args.recipe) if args.recipe else None
+    train_args = from_namespace(
+        Args, args, recipe=recipe.fields if recipe else None, required=REQUIRED_TRAINING_FLAGS
+    )
+    if recipe is not None:
+        notes = [f"recipe {args.recipe}: {len(recipe.fields)} recorded flags"]
+        if recipe.unrecorded:
+            notes.append(f"not recorded, today's defaults: {', '.join(recipe.unrecorded)}")
+        if recipe.epochs_done:
+            notes.append(f"the recorded run trained {recipe.epochs_done} epochs")
+        print("; ".join(notes), file=sys.stderr)
+    return train_args
 
 
 def _add_tune(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -487,7 +516,7 @@ def _fidelity_submit(args: argparse.Namespace, daemon: Any) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from rltuned.rl.ppo import train
 
-    train_args = from_namespace(Args, args)
+    train_args = _training_args(args)
     _policy_list(train_args.base, "base policy")
     train_args.check()
     load_cluster(train_args.cluster)
@@ -496,7 +525,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(total=args.epochs, desc="training", unit="epoch", file=sys.stderr)
+        bar = tqdm(total=train_args.epochs, desc="training", unit="epoch", file=sys.stderr)
 
     def progress(epoch: int, row: dict[str, float]) -> None:
         line = (f"epoch {epoch}: reward {row['charts/episode_reward']:+.4f} "
@@ -518,7 +547,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from rltuned.rl.sweep import render, sweep
 
-    base = from_namespace(Args, args)
+    base = _training_args(args)
     _policy_list(base.base, "base policy")
     load_cluster(base.cluster)
     _trace_path(base.trace)

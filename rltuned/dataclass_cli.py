@@ -17,6 +17,8 @@ import typing
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
+from rltuned.errors import UsageError
+
 T = TypeVar("T")
 
 
@@ -48,7 +50,12 @@ def add_fields(
     aliases: Mapping[str, str] | None = None,
 ) -> None:
     """One flag per field of `cls` not in `skip`. `aliases` maps a field to an extra flag kept for
-    compatibility (`num_minibatches` -> `--minibatches`)."""
+    compatibility (`num_minibatches` -> `--minibatches`). Fields in `required` show no default in the
+    help (`from_namespace` checks them: a recipe may give them instead).
+
+    A flag not given leaves no attribute in the namespace (its default is only shown in the help), so
+    `from_namespace` can tell a value given on the command line from one a recipe supplies: a flag given
+    with the default's own value still overrides the recipe."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
     for f in dataclasses.fields(cls):
@@ -58,13 +65,12 @@ def add_fields(
         if aliases and f.name in aliases:
             flags.append(aliases[f.name])
         kind = _scalar(hints[f.name], f.name)
-        kwargs: dict[str, Any] = {"dest": f.name, "help": docs.get(f.name, "").replace("%", "%%")}
+        help_text = docs.get(f.name, "").replace("%", "%%")
         if f.name in required:
-            kwargs["required"] = True
-        else:
-            kwargs["default"] = f.default
-            if f.default is not None and kind is not bool:
-                kwargs["help"] += " (default: %(default)s)"
+            help_text += " (required)"
+        elif f.default is not None and f.default is not dataclasses.MISSING and kind is not bool:
+            help_text += f" (default: {f.default})"
+        kwargs: dict[str, Any] = {"dest": f.name, "help": help_text, "default": argparse.SUPPRESS}
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
@@ -74,11 +80,23 @@ def add_fields(
         parser.add_argument(*flags, **kwargs)
 
 
-def from_namespace(cls: type[T], ns: argparse.Namespace, **extra: Any) -> T:
-    """The dataclass built from the flags `add_fields` declared (fields it skipped keep their default
-    unless given in `extra`)."""
-    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls) if hasattr(ns, f.name)}  # type: ignore[arg-type]
-    return cls(**values, **extra)
+def from_namespace(
+    cls: type[T],
+    ns: argparse.Namespace,
+    *,
+    recipe: Mapping[str, Any] | None = None,
+    required: Collection[str] = (),
+) -> T:
+    """The dataclass from, in increasing precedence: its defaults, `recipe` (field values, e.g. read
+    from a model's manifest) and the flags given on the command line. A field in `required` must come
+    from one of the last two; the error names its flag."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values = {k: v for k, v in (recipe or {}).items() if k in names}
+    values.update({name: getattr(ns, name) for name in names if hasattr(ns, name)})
+    missing = ["--" + name.replace("_", "-") for name in required if name not in values]
+    if missing:
+        raise UsageError(f"missing {', '.join(missing)}")
+    return cls(**values)
 
 
 def _scalar(hint: Any, name: str) -> type:

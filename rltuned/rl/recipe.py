@@ -1,0 +1,89 @@
+"""A model's recipe: the training flags its manifest recorded, so that it can be trained again.
+
+`ppo.train` writes every `Args` field but `out`, `resume` and `extra` into the manifest, so a manifest
+is the recipe of its model. Two uses: checking that today's code still trains what ships (the same
+recipe and epochs give the same actor, bit for bit: tests/rl/test_recipe.py retrains a shipped model),
+and training on another trace or cluster with a recipe that worked (`rltunectl train --recipe MODEL
+--trace ... --cluster ... --out ...`; any flag given overrides the recipe).
+
+Kept free of torch, like args.py: the command line reads it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from rltuned.errors import UsageError
+from rltuned.rl.args import Args
+
+NOT_RECIPE = ("out", "resume", "extra")
+"""Args fields that say where and how a run writes, not what it trains."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Recipe:
+    fields: dict[str, Any]
+    """Args values the manifest recorded."""
+    unrecorded: tuple[str, ...]
+    """Args fields the manifest does not record (a model trained before they existed): they take
+    today's defaults, which a retrained actor identical to the shipped one shows to be what that run
+    did."""
+    epochs_done: int | None
+    """Epochs the recorded run trained: with its time budget (`minutes`), a faster machine trains more
+    of them, so retraining the same actor also gives `--epochs` this."""
+
+
+def read_recipe(path: str | Path) -> Recipe:
+    """The recipe in a model directory's manifest.json (or that file itself)."""
+    file = Path(path)
+    if file.is_dir():
+        file = file / "manifest.json"
+    try:
+        manifest = json.loads(file.read_text())
+    except OSError as exc:
+        raise UsageError(f"--recipe {path}: cannot read {file} ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--recipe {path}: {file} is not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise UsageError(f"--recipe {path}: {file} is not a JSON object")
+    hints = typing.get_type_hints(Args)
+    fields: dict[str, Any] = {}
+    unrecorded: list[str] = []
+    for f in dataclasses.fields(Args):
+        if f.name in NOT_RECIPE:
+            continue
+        if f.name not in manifest:
+            unrecorded.append(f.name)
+            continue
+        value = manifest[f.name]
+        if not _fits(value, hints[f.name]):
+            raise UsageError(f"--recipe {path}: {file} key {f.name!r} = {value!r} is not a {hints[f.name]}")
+        fields[f.name] = float(value) if _base(hints[f.name]) is float and value is not None else value
+    done = manifest.get("epochs_done")
+    return Recipe(fields, tuple(unrecorded), done if isinstance(done, int) else None)
+
+
+def _base(hint: Any) -> Any:
+    """`X | None` -> X."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0] if len(args) == 1 else hint
+    return hint
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    kind = _base(hint)
+    if value is None:
+        return kind is not hint  # only an optional field may be null
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, kind)

@@ -1,0 +1,81 @@
+"""A manifest is its model's recipe: training again from it gives the shipped actor, bit for bit."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from rltuned.cli import _training_args, build_parser, main
+from rltuned.errors import UsageError
+from rltuned.rl.args import Args
+from rltuned.rl.recipe import read_recipe
+
+MODELS = Path(__file__).parents[2] / "models"
+WAGAP_SEED2 = MODELS / "wagap-fcfs-bsld-ticks" / "seeds" / "seed2"
+
+
+def parsed(*argv: str) -> Args:
+    return _training_args(build_parser().parse_args(["train", *argv]))
+
+
+def test_a_recipe_gives_the_recorded_flags_and_flags_given_override_them(tmp_path: Path) -> None:
+    manifest = json.loads((WAGAP_SEED2 / "manifest.json").read_text())
+    args = parsed("--recipe", str(WAGAP_SEED2), "--out", str(tmp_path), "--seed", "7")
+    assert (args.trace, args.cluster, args.base, args.refresh_s) == ("wagap", "wagap-slice", "fcfs", 600.0)
+    assert (args.num_minibatches, args.gamma, args.validation_score) == (16, 0.99, "per_window")
+    assert args.seed == 7 and manifest["seed"] == 2
+    assert args.out == str(tmp_path) and args.extra == {}  # where a run writes is never the recipe's
+    # A flag given with the default's own value still overrides the recipe (the run recorded 1 worker).
+    assert manifest["workers"] == 1 and Args.workers == 0
+    assert parsed("--recipe", str(WAGAP_SEED2), "--out", "o", "--workers", "0").workers == 0
+    assert parsed("--recipe", str(WAGAP_SEED2), "--out", "o").workers == 1
+
+
+def test_without_a_recipe_the_required_flags_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(UsageError, match="missing --trace, --cluster"):
+        parsed("--out", "o")
+    with pytest.raises(UsageError, match="missing --out"):
+        parsed("--recipe", str(WAGAP_SEED2))
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--trace", "philly", "--out", "o"])
+    assert exit_.value.code == 2 and "missing --cluster" in capsys.readouterr().err
+
+
+def test_a_bad_recipe_names_its_file_and_key(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps({"trace": "philly", "window": "1024"}))
+    with pytest.raises(UsageError, match=r"manifest.json key 'window' = '1024'"):
+        read_recipe(tmp_path)
+    (tmp_path / "manifest.json").write_text("{")
+    with pytest.raises(UsageError, match="not valid JSON"):
+        read_recipe(tmp_path)
+    with pytest.raises(UsageError, match="cannot read"):
+        read_recipe(tmp_path / "absent")
+
+
+def test_every_shipped_manifest_is_a_recipe_today_s_args_accept() -> None:
+    for manifest in sorted(MODELS.glob("**/manifest.json")):
+        recipe = read_recipe(manifest)
+        replace(Args(), **recipe.fields).check()
+        assert recipe.epochs_done is not None and recipe.epochs_done >= 1
+
+
+@pytest.mark.slow
+def test_retraining_a_shipped_model_from_its_recipe_gives_the_same_actor(tmp_path: Path) -> None:
+    """The wagap model's second seed, whose validation chose epoch 2: today's simulator, features and PPO
+    must train the very actor that ships (any change to what training computes fails here; retrain and
+    re-ship, or say why the models differ). One worker: the batch is the same for any number."""
+    from rltuned.rl.export import load_model
+    from rltuned.rl.ppo import train
+
+    shipped = load_model(WAGAP_SEED2)
+    args = parsed("--recipe", str(WAGAP_SEED2), "--out", str(tmp_path), "--epochs", "2", "--workers", "1")
+    retrained = load_model(train(args))
+    assert shipped.manifest["validation"]["epoch"] == retrained.manifest["validation"]["epoch"] == 2
+    assert retrained.manifest["validation"]["agent_score"] == shipped.manifest["validation"]["agent_score"]
+    ours, theirs = retrained.module.state_dict(), shipped.module.state_dict()
+    assert ours.keys() == theirs.keys()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
