@@ -201,6 +201,8 @@ def _training_args(args: argparse.Namespace) -> Args:
         Args, args, recipe=recipe.fields if recipe else None, required=REQUIRED_TRAINING_FLAGS
     )
     if recipe is not None:
+        if train_args.slurm_config is None:
+            train_args.extra.update(recipe.extra())
         notes = [f"recipe {args.recipe}: {len(recipe.fields)} recorded flags"]
         if recipe.unrecorded:
             notes.append(f"not recorded, today's defaults: {', '.join(recipe.unrecorded)}")

@@ -37,6 +37,7 @@ def retrain(model_dir: Path, out: Path, workers: int) -> dict[str, object]:
         epochs=recipe.epochs_done or recipe.fields["epochs"],
         minutes=None,
         workers=workers,
+        extra=recipe.extra(),
     )
     started = time.perf_counter()
     retrained = load_model(train(args))

@@ -39,7 +39,7 @@ from rltuned.rl.tick_env import TickEnv
 from rltuned.rl.validation import Validator, confirm, frozen, gap
 from rltuned.sim.simulator import SimConfig
 from rltuned.sim.slurm import SlurmParams
-from rltuned.sim.slurm_config import params_from_file, params_record
+from rltuned.sim.slurm_config import params_from_file, params_from_record, params_record
 from rltuned.sim.ticks import TickSettings
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
@@ -124,11 +124,15 @@ def loop_config(args: Args) -> SimConfig:
 
 def tick_settings(args: Args) -> TickSettings:
     """The daemon and Slurm a model is trained with: the Slurm parameters are recorded in the manifest,
-    and the settings are read back from what the manifest records, as `rltunectl evaluate` reads them."""
-    if args.slurm_config is None:
-        slurm = SlurmParams(backfill=args.backfill)
-    else:
+    and the settings are read back from what the manifest records, as `rltunectl evaluate` reads them.
+    The Slurm model is `--slurm-config`'s, else one a recipe recorded, else Slurm 22.05's defaults."""
+    recorded = args.extra.get("slurm_params")
+    if args.slurm_config is not None:
         slurm = params_from_file(Path(args.slurm_config))
+    elif isinstance(recorded, dict):  # a recipe's Slurm model (rl/recipe.py), possibly an older one
+        slurm = params_from_record(recorded)
+    else:
+        slurm = SlurmParams(backfill=args.backfill)
     args.extra["slurm_params"] = params_record(slurm)
     # The daemon's default `[guard]` with the run's promote_to, recorded with the model.
     args.extra["guard"] = asdict(GuardSettings(promote_to=args.guard_promote_to))

@@ -4,7 +4,9 @@
 is the recipe of its model. Two uses: checking that today's code still trains what ships (the same
 recipe and epochs give the same actor, bit for bit: tests/rl/test_recipe.py retrains a shipped model),
 and training on another trace or cluster with a recipe that worked (`rltunectl train --recipe MODEL
---trace ... --cluster ... --out ...`; any flag given overrides the recipe).
+--trace ... --cluster ... --slurm-config ... --out ...`; any flag given overrides the recipe). The
+recipe includes the Slurm model its run trained in (`slurm_params`), which may be an older, less
+faithful one than today's default; `--slurm-config` replaces it.
 
 Kept free of torch, like args.py: the command line reads it.
 """
@@ -36,6 +38,13 @@ class Recipe:
     epochs_done: int | None
     """Epochs the recorded run trained: with its time budget (`minutes`), a faster machine trains more
     of them, so retraining the same actor also gives `--epochs` this."""
+    slurm_params: dict[str, Any] | None
+    """The Slurm model the run trained in (`sim/slurm_config.params_record`), older ones included; a
+    run given `--slurm-config` trains in that file's instead."""
+
+    def extra(self) -> dict[str, Any]:
+        """What a run from this recipe starts its `Args.extra` with."""
+        return {"slurm_params": self.slurm_params} if self.slurm_params is not None else {}
 
 
 def read_recipe(path: str | Path) -> Recipe:
@@ -65,7 +74,10 @@ def read_recipe(path: str | Path) -> Recipe:
             raise UsageError(f"--recipe {path}: {file} key {f.name!r} = {value!r} is not a {hints[f.name]}")
         fields[f.name] = float(value) if _base(hints[f.name]) is float and value is not None else value
     done = manifest.get("epochs_done")
-    return Recipe(fields, tuple(unrecorded), done if isinstance(done, int) else None)
+    slurm = manifest.get("slurm_params")
+    if slurm is not None and not isinstance(slurm, dict):
+        raise UsageError(f"--recipe {path}: {file} key 'slurm_params' is not a JSON object")
+    return Recipe(fields, tuple(unrecorded), done if isinstance(done, int) else None, slurm)
 
 
 def _base(hint: Any) -> Any:
