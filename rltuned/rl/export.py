@@ -143,6 +143,19 @@ def _check_forward(model: LoadedModel) -> None:
         raise ModelLoadError(f"{model.path}: forward pass returned shape {tuple(out.shape)}, expected (256,)")
 
 
+def probe_scores(model: LoadedModel, probes: int = 16) -> torch.Tensor:
+    """The actor's scores on a fixed set of inputs (features in [0, 1], 1-256 real jobs): equal for
+    actors with equal weights, and almost surely different otherwise. An exported actor is frozen, its
+    weights folded into the graph as constants, so its `state_dict()` is empty and cannot be compared."""
+    generator = torch.Generator().manual_seed(0)
+    rows = []
+    for k in range(probes):
+        obs = torch.rand(MAX_JOBS, ACTOR_FEATURES, generator=generator)
+        mask = torch.arange(MAX_JOBS) < max(1, (k + 1) * MAX_JOBS // probes)
+        rows.append(model.scores(obs, mask))
+    return torch.stack(rows)
+
+
 @contextmanager
 def quiet_torchscript() -> Iterator[None]:
     """torch 2.13 marks torch.jit deprecated in favour of torch.export; TorchScript is still the format the
