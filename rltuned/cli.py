@@ -201,13 +201,16 @@ def _training_args(args: argparse.Namespace) -> Args:
         Args, args, recipe=recipe.fields if recipe else None, required=REQUIRED_TRAINING_FLAGS
     )
     if recipe is not None:
-        if train_args.slurm_config is None:
-            train_args.extra.update(recipe.extra())
         notes = [f"recipe {args.recipe}: {len(recipe.fields)} recorded flags"]
         if recipe.unrecorded:
             notes.append(f"not recorded, today's defaults: {', '.join(recipe.unrecorded)}")
         if recipe.epochs_done:
             notes.append(f"the recorded run trained {recipe.epochs_done} epochs")
+        if train_args.slurm_config is None and not recipe.in_default_slurm():
+            notes.append(
+                "its run trained in an older Slurm model than today's default, which this run uses "
+                "(scripts/retrain_shipped.py retrains in the recorded one)"
+            )
         print("; ".join(notes), file=sys.stderr)
     return train_args
 

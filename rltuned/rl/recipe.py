@@ -4,9 +4,10 @@
 is the recipe of its model. Two uses: checking that today's code still trains what ships (the same
 recipe and epochs give the same actor, bit for bit: tests/rl/test_recipe.py retrains a shipped model),
 and training on another trace or cluster with a recipe that worked (`rltunectl train --recipe MODEL
---trace ... --cluster ... --slurm-config ... --out ...`; any flag given overrides the recipe). The
-recipe includes the Slurm model its run trained in (`slurm_params`), which may be an older, less
-faithful one than today's default; `--slurm-config` replaces it.
+--trace ... --cluster ... --slurm-config ... --out ...`; any flag given overrides the recipe). A run
+from the command line trains in today's Slurm model (Slurm 22.05's defaults, or `--slurm-config`'s);
+the manifest's own (`slurm_params`), which for older models is a less faithful one, is what
+`Recipe.extra` gives a run that must train exactly as the recorded one did.
 
 Kept free of torch, like args.py: the command line reads it.
 """
@@ -39,12 +40,21 @@ class Recipe:
     """Epochs the recorded run trained: with its time budget (`minutes`), a faster machine trains more
     of them, so retraining the same actor also gives `--epochs` this."""
     slurm_params: dict[str, Any] | None
-    """The Slurm model the run trained in (`sim/slurm_config.params_record`), older ones included; a
-    run given `--slurm-config` trains in that file's instead."""
+    """The Slurm model the run trained in (`sim/slurm_config.params_record`), older ones included."""
 
     def extra(self) -> dict[str, Any]:
-        """What a run from this recipe starts its `Args.extra` with."""
+        """`Args.extra` for a run in the recorded Slurm model (`ppo.tick_settings` reads it)."""
         return {"slurm_params": self.slurm_params} if self.slurm_params is not None else {}
+
+    def in_default_slurm(self) -> bool:
+        """Whether the recorded Slurm model is today's default one (backfill aside: `--backfill`
+        sets it either way)."""
+        from rltuned.sim.slurm import SlurmParams
+        from rltuned.sim.slurm_config import params_from_record
+
+        if self.slurm_params is None:
+            return True
+        return dataclasses.replace(params_from_record(self.slurm_params), backfill=True) == SlurmParams()
 
 
 def read_recipe(path: str | Path) -> Recipe:

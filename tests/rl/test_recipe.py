@@ -28,33 +28,37 @@ def test_a_recipe_gives_the_recorded_flags_and_flags_given_override_them(tmp_pat
     assert (args.trace, args.cluster, args.base, args.refresh_s) == ("wagap", "wagap-slice", "fcfs", 600.0)
     assert (args.num_minibatches, args.gamma, args.validation_score) == (16, 0.99, "per_window")
     assert args.seed == 7 and manifest["seed"] == 2
-    assert args.out == str(tmp_path)  # where a run writes is never the recipe's
-    assert args.extra == {"slurm_params": manifest["slurm_params"]}  # nor what the run found
+    assert args.out == str(tmp_path) and args.extra == {}  # where a run writes is never the recipe's
     # A flag given with the default's own value still overrides the recipe (the run recorded 1 worker).
     assert manifest["workers"] == 1 and Args.workers == 0
     assert parsed("--recipe", str(WAGAP_SEED2), "--out", "o", "--workers", "0").workers == 0
     assert parsed("--recipe", str(WAGAP_SEED2), "--out", "o").workers == 1
 
 
-def test_a_recipe_trains_in_the_slurm_model_its_run_recorded_unless_given_a_slurm_config(
-    tmp_path: Path,
+def test_the_command_line_trains_a_recipe_in_today_s_slurm_model_and_a_reproduction_in_the_recorded_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`philly-fcfs-bsld-ticks` trained before submits waited for Slurm's background pass: its recipe
-    trains in that Slurm model, not today's default; a saved `scontrol show config` replaces it."""
+    """`philly-fcfs-bsld-ticks` trained before submits waited for Slurm's background pass. `--recipe`
+    trains in today's default Slurm model (or `--slurm-config`'s) and says that the recipe's run did
+    not; `Recipe.extra()` gives the recorded one, for a run that must train exactly as that one did."""
     from rltuned.rl.ppo import tick_settings
     from rltuned.sim.slurm import SlurmParams
     from rltuned.sim.slurm_config import params_from_record
 
     model = MODELS / "philly-fcfs-bsld-ticks"
     recorded = json.loads((model / "manifest.json").read_text())["slurm_params"]
-    args = parsed("--recipe", str(model), "--out", "o")
-    slurm = tick_settings(args).slurm
-    assert slurm == params_from_record(recorded) and slurm.event_pass == "at_once"
-    assert slurm != SlurmParams()
+    assert tick_settings(parsed("--recipe", str(model), "--out", "o")).slurm == SlurmParams()
+    assert "an older Slurm model" in capsys.readouterr().err
+    reproduction = replace(parsed("--recipe", str(model), "--out", "o"), extra=read_recipe(model).extra())
+    slurm = tick_settings(reproduction).slurm
+    assert slurm == params_from_record(recorded) and slurm.event_pass == "at_once" != SlurmParams().event_pass
     config = tmp_path / "show-config.txt"
     config.write_text("SchedulerType = sched/backfill\nSchedulerParameters = bf_interval=90\n")
     given = tick_settings(parsed("--recipe", str(model), "--out", "o", "--slurm-config", str(config))).slurm
     assert given.bf_interval_s == 90.0 and given.event_pass == SlurmParams().event_pass
+    capsys.readouterr()
+    parsed("--recipe", str(WAGAP_SEED2), "--out", "o")
+    assert "older Slurm model" not in capsys.readouterr().err  # wagap trained in today's
 
 
 def test_without_a_recipe_the_required_flags_are_named(capsys: pytest.CaptureFixture[str]) -> None:
@@ -106,6 +110,7 @@ def test_retraining_a_shipped_model_from_its_recipe_gives_the_same_actor(tmp_pat
 
     shipped = load_model(WAGAP_SEED2)
     args = parsed("--recipe", str(WAGAP_SEED2), "--out", str(tmp_path), "--epochs", "2", "--workers", "1")
+    assert read_recipe(WAGAP_SEED2).in_default_slurm()  # so the command line's run is the recorded one
     retrained = load_model(train(args))
     assert shipped.manifest["validation"]["epoch"] == retrained.manifest["validation"]["epoch"] == 2
     assert retrained.manifest["validation"]["agent_score"] == shipped.manifest["validation"]["agent_score"]
