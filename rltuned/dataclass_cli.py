@@ -64,7 +64,7 @@ def add_fields(
         flags = ["--" + f.name.replace("_", "-")]
         if aliases and f.name in aliases:
             flags.append(aliases[f.name])
-        kind = _scalar(hints[f.name], f.name)
+        kind = scalar_type(hints[f.name], f.name)
         help_text = docs.get(f.name, "").replace("%", "%%")
         if f.name in required:
             help_text += " (required)"
@@ -99,8 +99,8 @@ def from_namespace(
     return cls(**values)
 
 
-def _scalar(hint: Any, name: str) -> type:
-    """int, float, str or bool, also behind `| None`."""
+def scalar_type(hint: Any, name: str) -> type:
+    """int, float, str or bool, also behind `| None` (then the result `is not hint`)."""
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         if len(args) == 1:
@@ -123,7 +123,7 @@ def parse_grid(cls: type, specs: Sequence[str]) -> dict[str, list[Any]]:
             raise ValueError(f"--grid {spec!r}: expected FIELD=V1,V2,...")
         if name not in names or name == "extra":
             raise ValueError(f"--grid {spec!r}: {name!r} is not a training flag")
-        kind = _scalar(hints[name], name)
+        kind = scalar_type(hints[name], name)
         try:
             grid[name] = [_convert(kind, v.strip()) for v in text.split(",")]
         except ValueError as exc:

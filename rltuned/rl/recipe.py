@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
 import typing
 from pathlib import Path
 from typing import Any
 
+from rltuned.dataclass_cli import scalar_type
 from rltuned.errors import UsageError
 from rltuned.rl.args import Args
 
@@ -79,10 +79,12 @@ def read_recipe(path: str | Path) -> Recipe:
         if f.name not in manifest:
             unrecorded.append(f.name)
             continue
-        value = manifest[f.name]
-        if not _fits(value, hints[f.name]):
-            raise UsageError(f"--recipe {path}: {file} key {f.name!r} = {value!r} is not a {hints[f.name]}")
-        fields[f.name] = float(value) if _base(hints[f.name]) is float and value is not None else value
+        value, kind = manifest[f.name], scalar_type(hints[f.name], f.name)
+        optional = kind is not hints[f.name]
+        if not _fits(value, kind, optional):
+            expected = f"{'null or ' if optional else ''}{kind.__name__}"
+            raise UsageError(f"--recipe {path}: {file} key {f.name!r} = {value!r} is not {expected}")
+        fields[f.name] = float(value) if kind is float and value is not None else value
     done = manifest.get("epochs_done")
     slurm = manifest.get("slurm_params")
     if slurm is not None and not isinstance(slurm, dict):
@@ -90,18 +92,9 @@ def read_recipe(path: str | Path) -> Recipe:
     return Recipe(fields, tuple(unrecorded), done if isinstance(done, int) else None, slurm)
 
 
-def _base(hint: Any) -> Any:
-    """`X | None` -> X."""
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return args[0] if len(args) == 1 else hint
-    return hint
-
-
-def _fits(value: Any, hint: Any) -> bool:
-    kind = _base(hint)
+def _fits(value: Any, kind: type, optional: bool) -> bool:
     if value is None:
-        return kind is not hint  # only an optional field may be null
+        return optional
     if kind is bool:
         return isinstance(value, bool)
     if kind is int:
