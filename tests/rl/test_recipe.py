@@ -38,15 +38,20 @@ def test_a_recipe_gives_the_recorded_flags_and_flags_given_override_them(tmp_pat
 def test_the_command_line_trains_a_recipe_in_today_s_slurm_model_and_a_reproduction_in_the_recorded_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`itp-fcfs-bsld-ticks` trained before submits waited for Slurm's background pass. `--recipe`
-    trains in today's default Slurm model (or `--slurm-config`'s) and says that the recipe's run did
-    not; `Recipe.extra()` gives the recorded one, for a run that must train exactly as that one did."""
+    """A model trained before submits waited for Slurm's background pass (its manifest's Slurm model
+    has no `event_pass`, as `itp-fcfs-bsld-ticks`'s had until it was retrained). `--recipe` trains in
+    today's default Slurm model (or `--slurm-config`'s) and says that the recipe's run did not;
+    `Recipe.extra()` gives the recorded one, for a run that must train exactly as that one did."""
     from rltuned.rl.ppo import tick_settings
     from rltuned.sim.slurm import SlurmParams
     from rltuned.sim.slurm_config import params_from_record
 
-    model = MODELS / "itp-fcfs-bsld-ticks"
-    recorded = json.loads((model / "manifest.json").read_text())["slurm_params"]
+    manifest = json.loads((MODELS / "itp-fcfs-bsld-ticks" / "manifest.json").read_text())
+    del manifest["slurm_params"]["event_pass"]
+    model = tmp_path / "older"
+    model.mkdir()
+    (model / "manifest.json").write_text(json.dumps(manifest))
+    recorded = manifest["slurm_params"]
     assert tick_settings(parsed("--recipe", str(model), "--out", "o")).slurm == SlurmParams()
     assert "an older Slurm model" in capsys.readouterr().err
     reproduction = replace(parsed("--recipe", str(model), "--out", "o"), extra=read_recipe(model).extra())
