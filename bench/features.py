@@ -8,8 +8,11 @@ make), and `--pending` queued jobs: mostly 1-8 GPUs with some multi-node ones, a
 model, a quarter with explicit CPUs and memory, estimates log-uniform from 1 minute to 3 days, submitted
 over the last day. Target: p50 and p95 <= 2 ms per encode (256 visible jobs) on a 2-core machine.
 Every encode is timed whole (ranking included), wall clock, after 20 warm-up encodes: first the same
-snapshot over and over under three base policies, then 50 different snapshots in turn (new queues, new
-free capacity), plus the very first encode (cold caches: pools and job shapes built).
+snapshot over and over under three base policies, each encode afresh (the last tick's kept order and
+table dropped first, untimed), then 50 different snapshots in turn (new queues, new free capacity),
+then the next ticks of one queue (the same jobs and free capacity 60 s later each time: the kept order
+and table serve, and only the age columns are computed), plus the very first encode (cold caches:
+pools and job shapes built).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import platform
 import random
 import statistics
 import time
+from dataclasses import replace
 
 from rltuned.domain import ClusterSnapshot, ClusterSpec, Job, Node, RunningJob
 from rltuned.features import encode
+from rltuned.features.encode import forget
 from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import build_pools, demand_for
 from rltuned.policies import make_policy
@@ -85,14 +90,19 @@ def busy_snapshot(pending: int, seed: int) -> ClusterSnapshot:
     )
 
 
-def measure(snapshots: list[ClusterSnapshot], policy_name: str, encodes: int) -> dict[str, float]:
-    """Encodes cycling over `snapshots` (queues differ, so the shape cache sees new jobs)."""
+def measure(
+    snapshots: list[ClusterSnapshot], policy_name: str, encodes: int, *, afresh: bool = True
+) -> dict[str, float]:
+    """Encodes cycling over `snapshots` (queues differ, so the shape cache sees new jobs); `afresh`
+    drops what the last encode kept before each."""
     policy = make_policy(policy_name)
     for snapshot in snapshots[:20]:
         encode(snapshot, policy)
     times = []
     for i in range(encodes):
         snapshot = snapshots[i % len(snapshots)]
+        if afresh:
+            forget()
         t0 = time.perf_counter()
         encode(snapshot, policy)
         times.append((time.perf_counter() - t0) * 1e3)
@@ -130,6 +140,9 @@ def main() -> None:
     for name in ("fcfs", "wfp3", "multifactor"):
         report[name] = {k: round(v, 3) for k, v in measure([snapshot], name, args.encodes).items()}
     report["fcfs_50_snapshots"] = {k: round(v, 3) for k, v in measure(varied, "fcfs", args.encodes).items()}
+    ticks = [replace(snapshot, now=snapshot.now + 60.0 * i) for i in range(args.encodes)]
+    next_tick = measure(ticks, "fcfs", args.encodes, afresh=False)
+    report["fcfs_next_ticks"] = {k: round(v, 3) for k, v in next_tick.items()}
     print(json.dumps(report, indent=2))
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
@@ -240,6 +241,61 @@ def make_plan(
     cluster: ClusterSpec,
     lever: Lever,
 ) -> Plan:
+    """The tick's writes.
+
+    Without placements or steered jobs (the training configuration), the writes depend only on the
+    order (the jobs as Slurm shows them, priorities included), the ledger and the lever, and most ticks
+    see those of the tick before (in training, 63% of ITP's ticks and 73% of Philly's): the last plan's
+    targets and writes are kept for them (tests/core/test_plan.py compares with a fresh plan)."""
+    global _last_plan  # noqa: PLW0603 - a one-entry memo of the last plan's writes
+    order = ranking.order
+    memo = not placements.by_job and not ledger.steered()
+    last = _last_plan
+    if (
+        memo
+        and last is not None
+        and last.ledger is ledger
+        and last.version == ledger.version
+        and len(last.order) == len(order)
+        and all(map(operator.is_, last.order, order))
+        and last.lever == lever
+    ):
+        return Plan(last.actions, last.capped, partial(_rows, ranking, placements, last.targets))
+    plan, targets = _make_plan(ranking, placements, info, ledger, cluster, lever)
+    _last_plan = (
+        _LastPlan(ledger, ledger.version, order, lever, targets, plan.actions, plan.capped) if memo else None
+    )
+    return plan
+
+
+def forget_plan() -> None:
+    """Drop the kept writes, so the next `make_plan` computes them (tests compare the two)."""
+    global _last_plan  # noqa: PLW0603
+    _last_plan = None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _LastPlan:
+    ledger: Written
+    version: int
+    order: tuple[Job, ...]
+    lever: Lever
+    targets: Mapping[int, int]
+    actions: tuple[Action, ...]
+    capped: int
+
+
+_last_plan: _LastPlan | None = None
+
+
+def _make_plan(
+    ranking: Ranking,
+    placements: Placements,
+    info: Mapping[int, Pins],
+    ledger: Written,
+    cluster: ClusterSpec,
+    lever: Lever,
+) -> tuple[Plan, dict[int, int]]:
     order = ranking.order
     if lever.kind == "priority":
         targets = priority_targets(
@@ -273,7 +329,7 @@ def make_plan(
         job_info = info.get(job.id) if placed is not None else None
         actions.extend(_placement_actions(job, ledger.get(job.id), job_info, placed, cluster, lever))
     kept = actions[: lever.max_actions]
-    return Plan(tuple(kept), len(actions) - len(kept), partial(_rows, ranking, placements, targets))
+    return Plan(tuple(kept), len(actions) - len(kept), partial(_rows, ranking, placements, targets)), targets
 
 
 def _rows(ranking: Ranking, placements: Placements, targets: Mapping[int, int]) -> tuple[JobPlan, ...]:

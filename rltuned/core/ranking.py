@@ -52,11 +52,6 @@ class Ranking:
         return self.observe()
 
 
-def base_order(jobs: Sequence[Job], obs: Observation) -> tuple[Job, ...]:
-    by_id = {job.id: job for job in jobs}
-    return tuple(by_id[i] for i in obs.job_ids[obs.mask].tolist()) + tuple(by_id[i] for i in obs.overflow)
-
-
 def rank_jobs(
     snapshot: ClusterSnapshot, base: Policy, model: LoadedModel | None, max_inference_ms: float
 ) -> Ranking:
@@ -66,7 +61,7 @@ def rank_jobs(
     started = time.perf_counter()
     obs = encode(snapshot, base)
     features_s = time.perf_counter() - started
-    in_base = base_order(snapshot.pending, obs)
+    in_base = obs.jobs
     scored = score_queue(model, obs, max_inference_ms)
     if scored.scores is None:
         return Ranking(in_base, in_base, {}, "base", lambda: obs, scored.problem, features_s, scored.seconds)

@@ -8,12 +8,14 @@ are zero and masked out.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from rltuned.domain import ClusterSnapshot
+from rltuned.domain import ClusterSnapshot, Job
+from rltuned.features import table as _table
 from rltuned.features.sampler import ACTOR_FEATURES, CRITIC, sample
 from rltuned.features.table import COLUMN, FEATURE_NAMES, build
 from rltuned.policies.base import Policy, rank
@@ -42,11 +44,13 @@ class Observation:
     """Fragmentation of the whole cluster, which drove the sampler."""
     overflow: tuple[int, ...]
     """Ids of the pending jobs beyond the visible 256, in base order."""
+    jobs: tuple[Job, ...]
+    """Every pending job in base order: the rows' jobs, then the overflow's."""
 
 
 def encode(snapshot: ClusterSnapshot, policy: Policy) -> Observation:
     """The state for `snapshot` with rows in `policy`'s order; a pure function of its arguments."""
-    ordered = rank(policy, snapshot)
+    ordered = _ranked(policy, snapshot)
     visible = ordered[:MAX_JOBS]
     features = build(snapshot, visible)
     n = len(visible)
@@ -63,4 +67,39 @@ def encode(snapshot: ClusterSnapshot, policy: Policy) -> Observation:
     for array in (actor, mask, critic, job_ids, table):
         array.flags.writeable = False
     overflow = tuple(job.id for job in ordered[MAX_JOBS:])
-    return Observation(actor, mask, critic, job_ids, table, sampled, features.cff, overflow)
+    return Observation(actor, mask, critic, job_ids, table, sampled, features.cff, overflow, tuple(ordered))
+
+
+_last_rank: tuple[Policy, tuple[Job, ...], tuple[float, int, int], list[Job]] | None = None
+
+
+def _ranked(policy: Policy, snapshot: ClusterSnapshot) -> list[Job]:
+    """`rank(policy, snapshot)`, kept for the next call. A static policy's key is fixed once a job is
+    queued (the `Policy` contract: it reads neither the clock nor the history), so the same policy on
+    the same pending jobs (the same objects, in the same order) and the same fixed context (origin,
+    GPUs, nodes) gives the same order, and the sort is skipped."""
+    global _last_rank  # noqa: PLW0603 - a one-entry memo of the last order
+    if policy.dynamic:
+        return rank(policy, snapshot)
+    pending = snapshot.pending
+    ctx = snapshot.context
+    fixed = (ctx.origin, ctx.total_gpus, ctx.nodes)
+    last = _last_rank
+    if (
+        last is not None
+        and (last[0] is policy or last[0] == policy)
+        and len(last[1]) == len(pending)
+        and all(map(operator.is_, last[1], pending))
+        and last[2] == fixed
+    ):
+        return list(last[3])
+    ordered = rank(policy, snapshot)
+    _last_rank = (policy, pending, fixed, list(ordered))
+    return ordered
+
+
+def forget() -> None:
+    """Drop the kept order and table, so the next `encode` computes everything (tests compare the two)."""
+    global _last_rank  # noqa: PLW0603
+    _last_rank = None
+    _table.forget()

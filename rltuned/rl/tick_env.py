@@ -23,7 +23,6 @@ import numpy as np
 import numpy.typing as npt
 
 from rltuned.core import decide_ranked, ranking_from_slots
-from rltuned.core.ranking import base_order
 from rltuned.domain import ClusterSpec, Job
 from rltuned.features import MAX_JOBS, Observation, encode
 from rltuned.policies import Policy, rank
@@ -130,7 +129,7 @@ class TickEnv:
         if episode is None or obs is None or episode.snapshot is None:
             raise RuntimeError("call reset() first")
         snapshot = episode.snapshot
-        order = ranking_from_slots(obs, base_order(snapshot.pending, obs), ranking, None, "sampled")
+        order = ranking_from_slots(obs, obs.jobs, ranking, None, "sampled")
         episode.apply(decide_ranked(snapshot, order, self.settings.core, episode.written, UNPINNED))
         self._skip_trivial()
         paid = self._accrual()

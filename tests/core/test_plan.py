@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 from hypothesis import given
@@ -108,3 +109,50 @@ def test_the_ledgers_indexes_always_agree_with_its_changes(ops: list[tuple[objec
         owned = {j: c.priority for j, c in changes.items() if c.priority is not None}
         assert written.owned_priorities() == owned
         assert written.steered() == {j for j, c in changes.items() if c.excluded_nodes}
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["same", "same", "shuffle", "fewer"]), st.booleans(), st.integers(0, 2**16)
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from(["priority", "site_factor"]),
+)
+def test_a_kept_plan_is_the_plan_made_afresh(ticks: list[tuple[str, bool, int]], kind: str) -> None:
+    """`make_plan` keeps the last tick's writes for an unchanged order and ledger; over ticks that keep
+    the order, reorder it, lose jobs, and apply their writes or not, each plan is what a fresh one is."""
+    import random
+
+    from rltuned.core.placement import Placements
+    from rltuned.core.plan import Lever, forget_plan, make_plan
+    from rltuned.core.ranking import Ranking
+    from rltuned.domain import Job
+    from tests.builders import cluster
+
+    spec = cluster(("V100", 8, 2))
+    lever = Lever(kind=kind, max_actions=5)
+    ledger = Written()
+    jobs = [Job(i, float(i), 1, runtime=60.0, time_limit=60.0) for i in range(8)]
+    none = Placements({}, "off")
+    for change, apply, seed in ticks:
+        rng = random.Random(seed)
+        if change == "shuffle":
+            rng.shuffle(jobs)
+        elif change == "fewer" and len(jobs) > 1:
+            jobs.pop(rng.randrange(len(jobs)))
+        ranking = Ranking(tuple(jobs), tuple(jobs), {}, "base", lambda: None)  # type: ignore[arg-type,return-value]
+        kept = make_plan(ranking, none, {}, ledger, spec, lever)
+        forget_plan()
+        fresh = make_plan(ranking, none, {}, ledger, spec, lever)
+        assert (kept.actions, kept.capped) == (fresh.actions, fresh.capped)
+        assert kept.jobs == fresh.jobs
+        kept = make_plan(ranking, none, {}, ledger, spec, lever)  # the memo's own path, for the next tick
+        if apply:  # Slurm accepted the writes: the ledger records them, squeue shows them
+            written = {a.job_id: a.value for a in kept.actions}
+            for action in kept.actions:
+                ledger.record_applied(action)
+            if kind == "priority":
+                jobs = [dataclasses.replace(j, priority=written.get(j.id, j.priority)) for j in jobs]

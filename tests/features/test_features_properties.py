@@ -1,5 +1,5 @@
-"""On random small snapshots (hypothesis): `can_schedule_now` is the greedy placer's verdict, and every
-value is in [0, 1]."""
+"""On random small snapshots (hypothesis): `can_schedule_now` is the greedy placer's verdict, every
+value is in [0, 1], and a state built from the last tick's kept one is the state built afresh."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from rltuned.domain import ClusterSnapshot, ClusterSpec, Job
 from rltuned.features import FEATURE_NAMES, encode, feature_table
+from rltuned.features.encode import forget
 from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import build_pools, demand_for
 from rltuned.policies import make_policy
@@ -85,3 +86,44 @@ def test_every_value_is_in_unit_interval(snap: ClusterSnapshot, policy: str) -> 
         assert array.min() >= 0.0 and array.max() <= 1.0
     assert 0.0 <= obs.cff <= 1.0
     assert int(obs.mask.sum()) == len(snap.pending)
+
+
+@st.composite
+def successive(draw: st.DrawFn) -> tuple[ClusterSnapshot, ClusterSnapshot]:
+    """A snapshot and the next tick's: later, and sometimes with other free capacity, the jobs in
+    another order, a job fewer, equal jobs rebuilt as new objects (as the Slurm adapter does), or
+    another origin."""
+    first = draw(snapshots())
+    later = first.now + draw(st.sampled_from([0.0, 60.0, 86_400.0 * 30]))
+    pending = first.pending
+    change = draw(st.sampled_from(["none", "none", "free", "order", "fewer", "rebuilt", "origin"]))
+    free, origin = first.free_gpus, first.origin
+    if change == "free":
+        free = tuple(max(g - 1, 0) for g in free)
+    elif change == "order":
+        pending = pending[::-1]
+    elif change == "fewer":
+        pending = pending[1:]
+    elif change == "rebuilt":
+        pending = tuple(dataclasses.replace(j) for j in pending)
+    elif change == "origin":  # F1-F4 read it
+        origin = float(draw(st.integers(0, 10**6)))
+    return first, dataclasses.replace(first, now=later, free_gpus=free, pending=pending, origin=origin)
+
+
+@settings(settings.get_profile("features"), max_examples=300)
+@given(successive(), st.sampled_from(["fcfs", "sjf", "saf", "f1", "wfp3", "multifactor"]))
+def test_a_kept_state_is_the_state_computed_afresh(
+    pair: tuple[ClusterSnapshot, ClusterSnapshot], policy_name: str
+) -> None:
+    """`encode` keeps its last order and table for the next tick; what it returns must be, to the
+    last bit, what a fresh computation gives."""
+    first, second = pair
+    policy = make_policy(policy_name)
+    encode(first, policy)
+    kept = encode(second, policy)
+    forget()
+    fresh = encode(second, policy)
+    for name in ("actor", "mask", "critic", "job_ids", "table"):
+        assert getattr(kept, name).tobytes() == getattr(fresh, name).tobytes(), name
+    assert (kept.sampled, kept.cff, kept.overflow) == (fresh.sampled, fresh.cff, fresh.overflow)

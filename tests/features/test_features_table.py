@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import zlib
 
@@ -193,3 +194,27 @@ def test_cpus_cut_the_gpus_a_multi_node_job_can_use() -> None:
     assert row(table, 0)["can_schedule_now"] == 1.0
     assert row(table, 0)["num_ways_to_schedule"] == 1.0
     assert row(table, 1)["can_schedule_now"] == 0.0
+
+
+def test_a_later_tick_on_the_same_queue_and_capacity_recomputes_only_the_age(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rltuned.features import table as table_module
+
+    spec = cluster(("V100", 8, 2))
+    jobs = [job(0, NOW - 600.0, 2, 3600.0), job(1, NOW - 60.0, 8, 7200.0)]
+    first = snapshot(spec, [3, 8], jobs)
+    table_module.forget()
+    before = feature_table(first, jobs)
+
+    def no_full_build(*args: object) -> None:
+        raise AssertionError("the kept table should have been used")
+
+    monkeypatch.setattr(table_module, "_build", no_full_build)
+    later = feature_table(dataclasses.replace(first, now=first.now + 3600.0), jobs)
+    age_columns = [COL["submit"], COL["urgency"]]
+    others = [c for c in range(len(FEATURE_NAMES)) if c not in age_columns]
+    assert (later[:, others] == before[:, others]).all()
+    assert (later[:, age_columns] > before[:, age_columns]).all()
+    with pytest.raises(AssertionError, match="kept table"):
+        feature_table(dataclasses.replace(first, free_gpus=(2, 8)), jobs)  # other free capacity
