@@ -261,9 +261,10 @@ def make_plan(
         and last.lever == lever
     ):
         return Plan(last.actions, last.capped, partial(_rows, ranking, placements, last.targets))
+    version = ledger.version  # read first: a ledger written during the plan must not match it later
     plan, targets = _make_plan(ranking, placements, info, ledger, cluster, lever)
     _last_plan = (
-        _LastPlan(ledger, ledger.version, order, lever, targets, plan.actions, plan.capped) if memo else None
+        _LastPlan(ledger, version, order, lever, targets, plan.actions, plan.capped) if memo else None
     )
     return plan
 
