@@ -86,11 +86,11 @@ def feature_table(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> npt
 def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
     """The table and the sampler's inputs.
 
-    Most ticks see the queue of the tick before on the same free capacity (in training, 87% of Philly's
-    ticks and 98% of ITP's), and then only the two age columns differ. So the last call's table is kept
+    Most ticks see the queue of the tick before on the same free capacity (in training, 67% of Philly's
+    ticks and 73% of ITP's), and then only the two age columns differ. So the last call's table is kept
     and, when the cluster, the free capacity and the jobs (the same objects, in the same order) are those
     of this call, only the age columns are computed again, by the code and on the inputs a full build
-    uses, so the table is the same to the last bit (tests/features/test_features_table.py)."""
+    uses, so the table is the same to the last bit (tests/features/test_features_properties.py)."""
     global _last  # noqa: PLW0603 - a one-entry memo of the last table
     arrays = cluster_arrays(snapshot.cluster)
     free = (snapshot.free_gpus, snapshot.free_cpus, snapshot.free_mem_mb)
