@@ -8,7 +8,6 @@ are zero and masked out.
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +16,7 @@ import numpy.typing as npt
 from rltuned.domain import ClusterSnapshot, Job
 from rltuned.features import table as _table
 from rltuned.features.sampler import ACTOR_FEATURES, CRITIC, sample
-from rltuned.features.table import COLUMN, FEATURE_NAMES, build
+from rltuned.features.table import COLUMN, FEATURE_NAMES, Kept, build
 from rltuned.policies.base import Policy, rank
 
 MAX_JOBS = 256
@@ -70,14 +69,15 @@ def encode(snapshot: ClusterSnapshot, policy: Policy) -> Observation:
     return Observation(actor, mask, critic, job_ids, table, sampled, features.cff, overflow, tuple(ordered))
 
 
-_last_rank: tuple[Policy, tuple[Job, ...], tuple[float, int, int], list[Job]] | None = None
+_last_rank: tuple[Policy, Kept, tuple[float, int, int], list[int]] | None = None
 
 
 def _ranked(policy: Policy, snapshot: ClusterSnapshot) -> list[Job]:
     """`rank(policy, snapshot)`, kept for the next call. A static policy's key is fixed once a job is
     queued (the `Policy` contract: it reads neither the clock nor the history), so the same policy on
-    the same pending jobs (the same objects, in the same order) and the same fixed context (origin,
-    GPUs, nodes) gives the same order, and the sort is skipped."""
+    the same pending jobs (`Kept.same`: the same objects, or equal in all but their priority, in the
+    same order) and the same fixed context (origin, GPUs, nodes) gives the same order of them, and
+    the sort is skipped."""
     global _last_rank  # noqa: PLW0603 - a one-entry memo of the last order
     if policy.dynamic:
         return rank(policy, snapshot)
@@ -88,13 +88,13 @@ def _ranked(policy: Policy, snapshot: ClusterSnapshot) -> list[Job]:
     if (
         last is not None
         and (last[0] is policy or last[0] == policy)
-        and len(last[1]) == len(pending)
-        and all(map(operator.is_, last[1], pending))
         and last[2] == fixed
+        and last[1].same(pending)
     ):
-        return list(last[3])
+        return list(map(pending.__getitem__, last[3]))
     ordered = rank(policy, snapshot)
-    _last_rank = (policy, pending, fixed, list(ordered))
+    at = {id(job): i for i, job in enumerate(pending)}
+    _last_rank = (policy, Kept(pending), fixed, [at[id(job)] for job in ordered])
     return ordered
 
 

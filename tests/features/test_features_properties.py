@@ -91,12 +91,14 @@ def test_every_value_is_in_unit_interval(snap: ClusterSnapshot, policy: str) -> 
 @st.composite
 def successive(draw: st.DrawFn) -> tuple[ClusterSnapshot, ClusterSnapshot]:
     """A snapshot and the next tick's: later, and sometimes with other free capacity, the jobs in
-    another order, a job fewer, equal jobs rebuilt as new objects (as the Slurm adapter does), or
-    another origin."""
+    another order, a job fewer, equal jobs rebuilt as new objects (as the Slurm adapter does), new
+    priorities (the daemon's writes), a job's limit edited, or another origin."""
     first = draw(snapshots())
     later = first.now + draw(st.sampled_from([0.0, 60.0, 86_400.0 * 30]))
     pending = first.pending
-    change = draw(st.sampled_from(["none", "none", "free", "order", "fewer", "rebuilt", "origin"]))
+    change = draw(
+        st.sampled_from(["none", "none", "free", "order", "fewer", "rebuilt", "priority", "edited", "origin"])
+    )
     free, origin = first.free_gpus, first.origin
     if change == "free":
         free = tuple(max(g - 1, 0) for g in free)
@@ -106,6 +108,11 @@ def successive(draw: st.DrawFn) -> tuple[ClusterSnapshot, ClusterSnapshot]:
         pending = pending[1:]
     elif change == "rebuilt":
         pending = tuple(dataclasses.replace(j) for j in pending)
+    elif change == "priority":  # the daemon's writes, as Slurm shows them on the next tick
+        pending = tuple(dataclasses.replace(j, priority=draw(st.integers(1, 10**6))) for j in pending)
+    elif change == "edited" and pending:  # an admin's `scontrol update TimeLimit=` on one job
+        limit = pending[0].time_limit or 60.0
+        pending = (dataclasses.replace(pending[0], time_limit=2 * limit), *pending[1:])
     elif change == "origin":  # F1-F4 read it
         origin = float(draw(st.integers(0, 10**6)))
     return first, dataclasses.replace(first, now=later, free_gpus=free, pending=pending, origin=origin)
