@@ -262,11 +262,12 @@ def make_plan(
     ):
         return Plan(last.actions, last.capped, partial(_rows, ranking, placements, last.targets))
     version = ledger.version  # read first: a ledger written during the plan must not match it later
-    plan, targets = _make_plan(ranking, placements, info, ledger, cluster, lever)
-    _last_plan = (
-        _LastPlan(ledger, version, order, lever, targets, plan.actions, plan.capped) if memo else None
-    )
-    return plan
+    targets = _targets(order, ledger, lever)
+    actions = _actions(order, targets, placements, info, ledger, cluster, lever)
+    kept = tuple(actions[: lever.max_actions])
+    capped = len(actions) - len(kept)
+    _last_plan = _LastPlan(ledger, version, order, lever, targets, kept, capped) if memo else None
+    return Plan(kept, capped, partial(_rows, ranking, placements, targets))
 
 
 def forget_plan() -> None:
@@ -289,17 +290,10 @@ class _LastPlan:
 _last_plan: _LastPlan | None = None
 
 
-def _make_plan(
-    ranking: Ranking,
-    placements: Placements,
-    info: Mapping[int, Pins],
-    ledger: Written,
-    cluster: ClusterSpec,
-    lever: Lever,
-) -> tuple[Plan, dict[int, int]]:
-    order = ranking.order
+def _targets(order: Sequence[Job], ledger: Written, lever: Lever) -> dict[int, int]:
+    """Each job's value of the lever in plan order."""
     if lever.kind == "priority":
-        targets = priority_targets(
+        return priority_targets(
             [j.id for j in order],
             {j.id: j.priority for j in order if j.priority is not None},
             ledger.owned_priorities(),
@@ -307,11 +301,22 @@ def _make_plan(
             lever.priority_max,
             lever.priority_step,
         )
-    elif lever.kind == "site_factor":
+    if lever.kind == "site_factor":
         n = len(order)
-        targets = {job.id: round(lever.site_factor_max * (n - r) / n) for r, job in enumerate(order)}
-    else:
-        raise ValueError(f"lever must be one of {RANKING_LEVERS}, got {lever.kind!r}")
+        return {job.id: round(lever.site_factor_max * (n - r) / n) for r, job in enumerate(order)}
+    raise ValueError(f"lever must be one of {RANKING_LEVERS}, got {lever.kind!r}")
+
+
+def _actions(
+    order: Sequence[Job],
+    targets: Mapping[int, int],
+    placements: Placements,
+    info: Mapping[int, Pins],
+    ledger: Written,
+    cluster: ClusterSpec,
+    lever: Lever,
+) -> list[Action]:
+    """The writes that move Slurm to the targets and placements, top ranks first."""
     actions: list[Action] = []
     by_job = placements.by_job
     steered = ledger.steered()
@@ -329,8 +334,7 @@ def _make_plan(
             continue
         job_info = info.get(job.id) if placed is not None else None
         actions.extend(_placement_actions(job, ledger.get(job.id), job_info, placed, cluster, lever))
-    kept = actions[: lever.max_actions]
-    return Plan(tuple(kept), len(actions) - len(kept), partial(_rows, ranking, placements, targets)), targets
+    return actions
 
 
 def _rows(ranking: Ranking, placements: Placements, targets: Mapping[int, int]) -> tuple[JobPlan, ...]:
