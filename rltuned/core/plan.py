@@ -244,9 +244,11 @@ def make_plan(
     """The tick's writes.
 
     Without placements or steered jobs (the training configuration), the writes depend only on the
-    order (the jobs as Slurm shows them, priorities included), the ledger and the lever, and most ticks
-    see those of the tick before (in training, 63% of ITP's ticks and 73% of Philly's): the last plan's
-    targets and writes are kept for them (tests/core/test_plan.py compares with a fresh plan)."""
+    order (the jobs as Slurm shows them, priorities included), the ledger and the lever. Where a model
+    ranks deterministically (evaluation, validation, the daemon's loop in the simulator), most ticks
+    see those of the tick before (63% of ITP's ticks and 73% of Philly's), and the last plan's targets
+    and writes are kept for them (tests/core/test_plan.py compares with a fresh plan). A training
+    episode's sampled rankings change the order nearly every tick, so there it seldom applies."""
     global _last_plan  # noqa: PLW0603 - a one-entry memo of the last plan's writes
     order = ranking.order
     memo = not placements.by_job and not ledger.steered()

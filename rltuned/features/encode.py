@@ -69,7 +69,17 @@ def encode(snapshot: ClusterSnapshot, policy: Policy) -> Observation:
     return Observation(actor, mask, critic, job_ids, table, sampled, features.cff, overflow, tuple(ordered))
 
 
-_last_rank: tuple[Policy, Kept, tuple[float, int, int], list[int]] | None = None
+@dataclass(frozen=True, slots=True, eq=False)
+class _LastRank:
+    policy: Policy
+    pending: Kept
+    fixed: tuple[float, int, int]
+    """The context a static key may read: origin, GPUs, nodes."""
+    order: list[int]
+    """The pending jobs' indices in base order."""
+
+
+_last_rank: _LastRank | None = None
 
 
 def _ranked(policy: Policy, snapshot: ClusterSnapshot) -> list[Job]:
@@ -87,14 +97,14 @@ def _ranked(policy: Policy, snapshot: ClusterSnapshot) -> list[Job]:
     last = _last_rank
     if (
         last is not None
-        and (last[0] is policy or last[0] == policy)
-        and last[2] == fixed
-        and last[1].same(pending)
+        and (last.policy is policy or last.policy == policy)
+        and last.fixed == fixed
+        and last.pending.same(pending)
     ):
-        return list(map(pending.__getitem__, last[3]))
+        return list(map(pending.__getitem__, last.order))
     ordered = rank(policy, snapshot)
     at = {id(job): i for i, job in enumerate(pending)}
-    _last_rank = (policy, Kept(pending), fixed, [at[id(job)] for job in ordered])
+    _last_rank = _LastRank(policy, Kept(pending), fixed, [at[id(job)] for job in ordered])
     return ordered
 
 

@@ -98,7 +98,7 @@ def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
     free = (snapshot.free_gpus, snapshot.free_cpus, snapshot.free_mem_mb)
     jobs = tuple(ordered_jobs)
     last = _last
-    if last is not None and last.arrays is arrays and last.free == free and last.holds(jobs):
+    if last is not None and last.arrays is arrays and last.free == free and last.kept.same(jobs):
         table = last.features.table.copy()
         _write_age(table.T, last.submit, snapshot.now)
         return Features(table, last.features.ways, last.features.cff)
@@ -157,9 +157,6 @@ class _Last:
     kept: Kept
     submit: Floats
     features: Features
-
-    def holds(self, jobs: tuple[Job, ...]) -> bool:
-        return self.kept.same(jobs)
 
 
 _last: _Last | None = None
