@@ -1,7 +1,7 @@
 """Where a training episode spends its time, and the two parts that scale with how much of the queue a
 sampled ranking moves (the plan and the backfill pass's starting profile), timed on their own.
 
-Usage: python bench/training_parts.py [--seeds 1000,1001] [--repeat 5]
+Usage: python bench/training_parts.py [--seeds 1000,1001] [--repeat 5] [--plain 3]
        PYTHONPATH=<worktree of an older commit> python bench/training_parts.py   # the reference
 
 Runs the shipped Philly recipe's environment (the daemon's loop, `philly-slice`, FCFS base, 1,024-job
@@ -95,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1000,1001")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--plain", type=int, default=0, help="rounds of the episodes timed unwrapped first")
     opts = parser.parse_args()
     torch.set_num_threads(1)
     from rltuned.core.plan import make_plan
@@ -107,12 +108,19 @@ def main() -> None:
         torch.nn.init.normal_(p, std=0.1)
     env = make_env(args)
     run_episode(env, agent, 999)  # numba's cache and the trace load before timing
+    seeds = [int(s) for s in opts.seeds.split(",")]
+    plain: list[float] = []
+    for _ in range(opts.plain):  # the episodes' own time, before any wrapper: the figure to compare
+        decisions, started = 0, time.perf_counter()
+        for seed in seeds:
+            decisions += len(run_episode(env, agent, seed).actions)
+        plain.append((time.perf_counter() - started) / decisions * 1e3)
     instrument(make_plan)
     SPENT.clear()
     PLANS.clear()
     PROFILES.clear()
     decisions, started = 0, time.perf_counter()
-    for seed in (int(s) for s in opts.seeds.split(",")):
+    for seed in seeds:
         decisions += len(run_episode(env, agent, seed).actions)
     wall = time.perf_counter() - started
 
@@ -136,6 +144,7 @@ def main() -> None:
     parts = {name: round(s / decisions * 1e3, 3) for name, s in sorted(SPENT.items(), key=lambda kv: -kv[1])}
     body = {
         "decisions": decisions,
+        "plain_ms_per_decision": [round(ms, 3) for ms in plain],
         "episode_ms_per_decision": round(wall / decisions * 1e3, 3),
         "parts_ms_per_decision": parts,
         "plans": len(PLANS),

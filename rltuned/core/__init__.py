@@ -8,8 +8,9 @@ policy is trained and evaluated with is what serves: ranking (`ranking`), top-K 
 """
 
 from rltuned.core.decide import CoreSettings, Decision, decide, decide_ranked
+from rltuned.core.levers import Action
 from rltuned.core.placement import Placement, Placements, place_top
-from rltuned.core.plan import Action, Change, JobPlan, Lever, Plan, Written, make_plan
+from rltuned.core.plan import Change, JobPlan, Lever, Plan, Written, make_plan
 from rltuned.core.ranking import Ranking, rank_jobs, ranking_from_slots
 
 __all__ = [

@@ -15,11 +15,40 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rltuned.core.plan import Action, Change
+    from rltuned.core.plan import Change
 
 HOLD_RELEASE: Mapping[str, str] = {}
 """`undo`'s answer for a fixed priority: `scontrol hold` then `release` (multifactor recomputes; no
 update can return a job to "priority not fixed")."""
+
+
+@dataclass(frozen=True, init=False)
+class Action:
+    """One pull of one lever on one job, as the planner emits it and appliers write it. Defined here,
+    beside the levers, so that `LeverSpec.action` builds it without importing the planner per call."""
+
+    job_id: int
+    kind: str
+    """"priority", "site_factor", "oversubscribe" or "excluded_nodes"."""
+    fields: tuple[tuple[str, str], ...]
+    """key=value pairs for `scontrol update jobid=N ...`, in order."""
+    value: int | bool | str
+    """What the ledger records once Slurm accepted it."""
+    needs_pending: bool = False
+    """Placement levers: re-check that the job is still pending just before writing."""
+
+    def __init__(
+        self,
+        job_id: int,
+        kind: str,
+        fields: tuple[tuple[str, str], ...],
+        value: int | bool | str,
+        needs_pending: bool = False,
+    ) -> None:
+        """The frozen dataclass's own `__init__` sets each field through `object.__setattr__`, three
+        times this cost; a training tick plans tens of actions (57 a plan on Philly with an untrained
+        actor: a sampled ranking moves most of the queue)."""
+        vars(self).update(job_id=job_id, kind=kind, fields=fields, value=value, needs_pending=needs_pending)
 
 
 def _no_conf_problem(config: Mapping[str, str]) -> list[str]:
@@ -45,8 +74,6 @@ class LeverSpec:
     """What in `scontrol show config` would make this lever ineffective, one sentence each."""
 
     def action(self, job_id: int, value: int | bool | str) -> Action:
-        from rltuned.core.plan import Action
-
         return Action(job_id, self.kind, ((self.key, self.word(value)),), value, self.needs_pending)
 
 

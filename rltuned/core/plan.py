@@ -27,7 +27,14 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property, partial
 from typing import Any, Protocol
 
-from rltuned.core.levers import EXCLUDED_NODES, OVERSUBSCRIBE, PRIORITY, RANKING_LEVERS, SITE_FACTOR
+from rltuned.core.levers import (
+    EXCLUDED_NODES,
+    OVERSUBSCRIBE,
+    PRIORITY,
+    RANKING_LEVERS,
+    SITE_FACTOR,
+    Action,
+)
 from rltuned.core.placement import Placement, Placements
 from rltuned.core.quiet import LastDecision
 from rltuned.core.ranking import Ranking
@@ -190,32 +197,6 @@ class JobPlan:
     placement: str
     """Node names the solver chose for a job that can start now, else empty."""
     pack: bool | None
-
-
-@dataclass(frozen=True, init=False)
-class Action:
-    job_id: int
-    kind: str
-    """"priority", "site_factor", "oversubscribe" or "excluded_nodes"."""
-    fields: tuple[tuple[str, str], ...]
-    """key=value pairs for `scontrol update jobid=N ...`, in order."""
-    value: int | bool | str
-    """What the ledger records once Slurm accepted it."""
-    needs_pending: bool = False
-    """Placement levers: re-check that the job is still pending just before writing."""
-
-    def __init__(
-        self,
-        job_id: int,
-        kind: str,
-        fields: tuple[tuple[str, str], ...],
-        value: int | bool | str,
-        needs_pending: bool = False,
-    ) -> None:
-        """The frozen dataclass's own `__init__` sets each field through `object.__setattr__`, three
-        times this cost; a training tick plans tens of actions (57 a plan on Philly with an untrained
-        actor: a sampled ranking moves most of the queue)."""
-        vars(self).update(job_id=job_id, kind=kind, fields=fields, value=value, needs_pending=needs_pending)
 
 
 @dataclass(frozen=True)

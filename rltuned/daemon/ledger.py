@@ -24,7 +24,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from rltuned.core.plan import Action, Change, Written
+from rltuned.core.levers import Action
+from rltuned.core.plan import Change, Written
 from rltuned.errors import ConfigError
 
 LEDGER_FILE = "ledger.json"

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from rltuned.core.levers import LEVERS
-from rltuned.core.plan import Action
+from rltuned.core.levers import LEVERS, Action
 from rltuned.errors import TraceError
 from rltuned.traces.base import numbered_lines, open_text
 from rltuned.traces.fields import RowError, timestamp

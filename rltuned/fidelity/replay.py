@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from rltuned.core.plan import Action
+from rltuned.core.levers import Action
 from rltuned.daemon.config import Settings
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError

@@ -8,7 +8,8 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rltuned.core.plan import Action, Written, priority_targets
+from rltuned.core.levers import Action
+from rltuned.core.plan import Written, priority_targets
 
 LOW, HIGH, STEP = 1_000, 10_000_000, 1_000
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from rltuned.core.plan import Action
+from rltuned.core.levers import Action
 from rltuned.daemon import engine as engine_module
 from rltuned.daemon.config import Settings
 from rltuned.daemon.engine import Engine

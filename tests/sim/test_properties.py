@@ -7,7 +7,8 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rltuned.core.plan import Action, Plan
+from rltuned.core.levers import Action
+from rltuned.core.plan import Plan
 from rltuned.domain import ClusterSpec, Job
 from rltuned.policies import POLICIES, make_policy
 from rltuned.sim.simulator import SimConfig, SimResult, Simulator

@@ -7,19 +7,23 @@ job id.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import pairwise
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rltuned.clusters import load_cluster
 from rltuned.core import CoreSettings, Lever
-from rltuned.core.plan import Action, Plan
+from rltuned.core.levers import Action
+from rltuned.core.plan import Plan
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates
 from rltuned.sim.runner import Window
 from rltuned.sim.simulator import SimResult
-from rltuned.sim.slurm import SlurmParams, SlurmRun
+from rltuned.sim.slurm import SlurmParams, SlurmRun, _with_priority
 from rltuned.sim.ticks import TickSettings, run_ticks
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
@@ -275,3 +279,54 @@ def test_the_kept_priority_order_and_squeue_view_change_no_snapshot_and_no_start
     assert reused(rebuilt[0]) == 0
     assert kept[0] == rebuilt[0]
     assert kept[1].records == rebuilt[1].records and kept[1].background == rebuilt[1].background
+
+
+@given(
+    st.builds(
+        Job,
+        id=st.integers(1, 10**6),
+        submit=st.floats(0, 1e7),
+        gpus=st.integers(0, 64),
+        runtime=st.none() | st.floats(1, 1e6),
+        time_limit=st.none() | st.floats(1, 1e6),
+        user=st.text(max_size=3),
+        gpu_type=st.none() | st.sampled_from(("V100", "P100")),
+        cpus=st.integers(0, 64),
+        priority=st.none() | st.integers(0, 2**32),
+        nodes=st.integers(0, 8),
+    ),
+    st.integers(0, 2**32),
+)
+def test_squeues_view_with_a_new_priority_is_the_job_with_that_priority_replaced(
+    old: Job, priority: int
+) -> None:
+    """The simulator's field-by-field copy (`_with_priority`) must stay `dataclasses.replace` as Job
+    gains fields: a field it missed would be unset, and squeue's view would lose it."""
+    before = replace(old)
+    assert _with_priority(old, priority) == replace(old, priority=priority)
+    assert old == before  # a copy: the job it was made from keeps its own priority
+
+
+def test_the_waiting_cost_at_a_tick_is_each_measured_jobs_weighted_wait_so_far() -> None:
+    """What a training episode's dense reward is paid from: at every tick, each measured job that has
+    arrived counts its wait so far (to its start, or to now while it pends) times its weight; warm-up
+    jobs count nothing. Checked against the finished run's starts."""
+    jobs = [job(0, 0, 4, 100), job(1, 1, 4, 100), job(2, 2, 1, 50), job(3, 3, 2, 20)]  # 1 waits for 0
+    run = SlurmRun(ONE_NODE, jobs, warmup=2, params=SlurmParams(backfill=False))
+    weight = lambda j: 1.0 / (j.runtime or 1.0)  # noqa: E731 - one name for the same function twice
+    seen: list[tuple[float, float]] = []
+    loop = run.loop()
+    try:
+        snapshot = next(loop)
+        while True:
+            seen.append((snapshot.now, run.waited(snapshot.now, weight)))
+            snapshot = loop.send(None)
+    except StopIteration:
+        pass
+    start = starts(run.result())
+    assert len(seen) >= 2
+    for now, cost in seen:
+        arrived = [j for j in jobs[2:] if j.submit <= now]
+        assert cost == pytest.approx(sum((min(start[j.id], now) - j.submit) * weight(j) for j in arrived))
+    with pytest.raises(ValueError, match="one weight"):
+        run.waited(seen[-1][0], lambda j: 1.0)
