@@ -300,9 +300,14 @@ def _actions(
     lever: Lever,
 ) -> list[Action]:
     """The writes that move Slurm to the targets and placements, top ranks first."""
-    actions: list[Action] = []
     by_job = placements.by_job
     steered = ledger.steered()
+    if lever.kind == PRIORITY.kind and not by_job and not steered:
+        # The training configuration, at every tick: the loop below without its placement checks, which
+        # find nothing to write or undo when no job is placed or steered.
+        action = PRIORITY.action
+        return [action(job.id, t) for job in order if job.priority != (t := targets[job.id])]
+    actions: list[Action] = []
     for job in order:
         target = targets[job.id]
         if lever.kind == PRIORITY.kind:
