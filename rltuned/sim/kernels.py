@@ -126,9 +126,11 @@ def _split(
     k = int(np.searchsorted(times[:size], t, side="right")) - 1
     if times[k] == t:
         return k, size
-    for r in range(size, k + 1, -1):
+    for r in range(size, k + 1, -1):  # element by element: numba's row assignment costs more
         times[r] = times[r - 1]
-        cap[r] = cap[r - 1]
+        for q in range(cap.shape[1]):
+            for n in range(cap.shape[2]):
+                cap[r, q, n] = cap[r - 1, q, n]
     times[k + 1] = t
     cap[k + 1] = cap[k]
     return k + 1, size + 1
