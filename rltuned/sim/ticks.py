@@ -74,6 +74,7 @@ class TickEpisode:
             cluster, jobs, warmup, settings.slurm, settings.interval_s, settings.history_interval_s
         )
         self.written = Written()
+        self._fixed_at: tuple[tuple[Job, ...], int, bool] = ((), -1, True)
         self.guarded: set[int] = set()
         """Jobs the starvation guard acted on at some tick (the evaluation reports how many)."""
         self.snapshot: ClusterSnapshot | None = None
@@ -104,11 +105,17 @@ class TickEpisode:
 
     @property
     def all_fixed(self) -> bool:
-        """Under the priority lever, every pending job carries a priority rltuned wrote (`run_ticks`)."""
+        """Under the priority lever, every pending job carries a priority rltuned wrote (`run_ticks`).
+        Read at every quiet tick of a base side, over a queue of hundreds on a congested window: kept
+        while the pending tuple (SlurmRun keeps one while its queue holds) and the ledger's version are
+        those it was computed on."""
         if self.snapshot is None or self.settings.core.lever.kind != "priority":
             return True
-        owned = self.written.owned_priorities()
-        return all(j.id in owned for j in self.snapshot.pending)
+        pending, version = self.snapshot.pending, self.written.version
+        if self._fixed_at[0] is not pending or self._fixed_at[1] != version:
+            owned = self.written.owned_priorities()
+            self._fixed_at = (pending, version, all(j.id in owned for j in pending))
+        return self._fixed_at[2]
 
     def pass_quiet(self) -> None:
         if self.snapshot is None:
