@@ -132,3 +132,24 @@ def test_a_compiled_pass_plans_as_the_plain_rule_job_after_job(
     assert profile.plan([(d, limit) for d, limit, _, _ in asks], ShapeTable(), horizon) == expected
     assert profile.times.tolist() == plain.times.tolist()
     assert (profile.cap == plain.cap).all()
+
+
+@given(plan=plans())
+@settings(max_examples=100, deadline=None)
+def test_a_pass_reads_only_the_slices_it_wrote(plan: tuple[Profile, list]) -> None:  # type: ignore[type-arg]
+    """`plan_columns` hands the kernel an array it does not zero (a congested queue's rows, at every
+    pass); a pass over one filled with garbage must plan exactly as one over zeros."""
+    profile, asks = plan
+    profile.select, profile.whole_nodes = CONS_TRES, True
+    garbage = copy.deepcopy(profile)
+    horizon = asks[0][2]
+    jobs = [(d, limit) for d, limit, _, _ in asks]
+    empty = np.empty
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(np, "empty", lambda shape, dtype=float: np.zeros(shape, dtype))
+        expected = profile.plan(jobs, ShapeTable(), horizon)
+        patch.setattr(np, "empty", lambda shape, dtype=float: np.full(shape, -7, dtype))
+        assert garbage.plan(jobs, ShapeTable(), horizon) == expected
+    assert np.empty is empty
+    assert garbage.times.tolist() == profile.times.tolist()
+    assert (garbage.cap == profile.cap).all()
