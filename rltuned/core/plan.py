@@ -299,30 +299,42 @@ def _actions(
     cluster: ClusterSpec,
     lever: Lever,
 ) -> list[Action]:
-    """The writes that move Slurm to the targets and placements, top ranks first."""
+    """The writes that move Slurm to the targets and placements, top ranks first: each job's lever
+    write, then its placement writes."""
+    writes = _lever_writes(order, targets, ledger, lever)
     by_job = placements.by_job
     steered = ledger.steered()
-    if lever.kind == PRIORITY.kind and not by_job and not steered:
-        # The training configuration, at every tick: the loop below without its placement checks, which
-        # find nothing to write or undo when no job is placed or steered.
-        action = PRIORITY.action
-        return [action(job.id, t) for job in order if job.priority != (t := targets[job.id])]
+    if not by_job and not steered:  # no placement lever to write or undo (the training configuration)
+        return list(writes.values())
     actions: list[Action] = []
     for job in order:
-        target = targets[job.id]
-        if lever.kind == PRIORITY.kind:
-            if job.priority != target:
-                actions.append(PRIORITY.action(job.id, target))
-        else:
-            written = ledger.get(job.id).site_factor
-            if written != target and (written is None or abs(written - target) > lever.site_factor_deadband):
-                actions.append(SITE_FACTOR.action(job.id, target))
+        write = writes.get(job.id)
+        if write is not None:
+            actions.append(write)
         placed = by_job.get(job.id)
-        if placed is None and job.id not in steered:  # no placement lever to write or undo
+        if placed is None and job.id not in steered:
             continue
         job_info = info.get(job.id) if placed is not None else None
         actions.extend(_placement_actions(job, ledger.get(job.id), job_info, placed, cluster, lever))
     return actions
+
+
+def _lever_writes(
+    order: Sequence[Job], targets: Mapping[int, int], ledger: Written, lever: Lever
+) -> dict[int, Action]:
+    """The ranking lever's write per job, in plan order: a priority wherever Slurm shows another value;
+    a SiteFactor where the target moved by more than the deadband since rltuned last wrote it. One
+    comprehension for the priority lever: a training tick runs it over the whole queue."""
+    if lever.kind == PRIORITY.kind:
+        action = PRIORITY.action
+        return {job.id: action(job.id, t) for job in order if job.priority != (t := targets[job.id])}
+    writes: dict[int, Action] = {}
+    for job in order:
+        target = targets[job.id]
+        written = ledger.get(job.id).site_factor
+        if written != target and (written is None or abs(written - target) > lever.site_factor_deadband):
+            writes[job.id] = SITE_FACTOR.action(job.id, target)
+    return writes
 
 
 def _rows(ranking: Ranking, placements: Placements, targets: Mapping[int, int]) -> tuple[JobPlan, ...]:
