@@ -125,7 +125,10 @@ class History:
     """What priority policies may know about the past: fair-share usage and past runtimes.
 
     `usage` is decayed GPU-seconds per account (Slurm's fair-share usage); the runtime means feed the
-    QSSF-style predictor. The simulator maintains these; on Slurm they come from sshare and sacct.
+    QSSF-style predictor. `recent_runtimes` holds the last runtimes of finished jobs per `peer_key`
+    (the same owner asking for as many GPUs), oldest first: sweeps of near-identical jobs are common,
+    so a finished peer tells what a queued one's loose time limit does not (policies/predicted.py).
+    The simulator maintains these; on Slurm they come from sshare and sacct.
     `total_usage` is the sum of `usage`, kept so fair-share costs O(1) per job.
     """
 
@@ -137,6 +140,19 @@ class History:
     total_usage: float = 0.0
     mean_runtime_by_user: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     mean_runtime_by_account: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    recent_runtimes: Mapping[tuple[str, int], tuple[float, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+
+RECENT_RUNTIMES = 3
+"""How many of a peer group's last finished runtimes `History.recent_runtimes` keeps."""
+
+
+def peer_key(job: Job) -> tuple[str, int]:
+    """The group whose finished jobs predict this one's runtime: its user (else its account, the only
+    owner a GPU trace such as Philly names) and its GPU count."""
+    return (job.user or job.account, job.gpus)
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,6 +127,25 @@ def test_sacct_has_a_finished_job_with_its_times_nodes_and_gpus(clean_lab: Slurm
     assert (tres["gres/gpu"], tres["gres/gpu:k80"], tres["node"]) == ("1", "1", "1")
 
 
+def test_the_daemons_accounting_read_gives_a_finished_jobs_peer_group(clean_lab: SlurmLab) -> None:
+    """psjf/psaf's input from the real sacct (the daemon's own argv and parser): the user and the GPUs
+    the job held name its peer group, and its elapsed seconds are the group's last runtime."""
+    import time
+
+    from rltuned.slurm.cli_backend import CliAdapter
+    from rltuned.slurm.history import history_from_slurm
+
+    lab = clean_lab
+    since = time.time() - 60.0
+    job_id = lab.sbatch("k80:2", minutes=1, user="alice", sleep=2)
+    lab.wait_for(lambda: sacct_row(lab, job_id).get("State") == "COMPLETED", 30, f"sacct to show {job_id}")
+    read = CliAdapter(lab.conf, None, 10.0).read_history(since)
+    recent = history_from_slurm(read.sshare, read.sacct).recent_runtimes
+    row = sacct_row(lab, job_id)
+    elapsed = (datetime.fromisoformat(row["End"]) - datetime.fromisoformat(row["Start"])).total_seconds()
+    assert elapsed >= 2.0 and recent["alice", 2][-1] == elapsed  # the last to end in its group
+
+
 def test_sshare_lists_the_lab_users_with_their_account_shares(slurm_lab: SlurmLab) -> None:
     argv = ["sshare", "-a", "-P", "-n", "-o", "Account,User,RawShares,RawUsage,FairShare"]
     out = slurm_lab.run(argv).stdout

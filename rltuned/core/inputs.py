@@ -36,10 +36,13 @@ FAIRSHARE_USAGE = "fairshare_usage"
 """`History.usage`: decayed GPU-seconds per account (Slurm's `sshare`)."""
 PAST_RUNTIMES = "past_runtimes"
 """`History.mean_runtime_by_user` / `mean_runtime_by_account` (Slurm's `sacct`)."""
+PEER_RUNTIMES = "peer_runtimes"
+"""`History.recent_runtimes`: the last finished runtimes per user (else account) and slot count
+(Slurm's `sacct`, with `AllocTRES` and `End`)."""
 ORIGIN = "origin"
 """`ClusterSnapshot.origin`: the instant submit times are measured from (the simulated window's start)."""
 
-HISTORY_INPUTS: frozenset[str] = frozenset({FAIRSHARE_USAGE, PAST_RUNTIMES})
+HISTORY_INPUTS: frozenset[str] = frozenset({FAIRSHARE_USAGE, PAST_RUNTIMES, PEER_RUNTIMES})
 """The inputs read from Slurm's accounting (sshare, sacct) rather than from squeue/sinfo."""
 
 READABLE_FROM_SLURM: frozenset[str] = frozenset(
@@ -69,6 +72,9 @@ POLICY_INPUTS: Mapping[str, frozenset[str]] = {
     "multifactor": frozenset({NOW, SUBMIT, ACCOUNT, FAIRSHARE_USAGE, GPUS, TOTAL_GPUS}),
     # mean past runtime of the user, else of the account, else the estimate; times gpus
     "qssf": frozenset({USER, ACCOUNT, PAST_RUNTIMES, ESTIMATE, GPUS}),
+    # the estimate, lowered toward what the same owner's finished jobs of as many GPUs ran; psaf x gpus
+    "psjf": frozenset({USER, ACCOUNT, GPUS, PEER_RUNTIMES, ESTIMATE}),
+    "psaf": frozenset({USER, ACCOUNT, GPUS, PEER_RUNTIMES, ESTIMATE}),
 }
 """Per base policy (`policies.POLICIES`), every snapshot input its key reads (see `policies/`)."""
 

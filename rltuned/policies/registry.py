@@ -8,6 +8,7 @@ from rltuned.errors import UsageError
 from rltuned.policies.base import Policy
 from rltuned.policies.heuristics import F1, F2, F3, F4, Fcfs, Saf, Sjf, Unicep, Wfp3
 from rltuned.policies.multifactor import Multifactor
+from rltuned.policies.predicted import Psaf, Psjf
 from rltuned.policies.qssf import Qssf
 
 POLICIES: dict[str, Callable[[], Policy]] = {
@@ -22,6 +23,8 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "f4": F4,
     "multifactor": Multifactor,
     "qssf": Qssf,
+    "psjf": Psjf,
+    "psaf": Psaf,
 }
 
 

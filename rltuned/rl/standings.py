@@ -26,10 +26,13 @@ from rltuned.sim.simulator import SimConfig, SimResult
 from rltuned.sim.slurm import SlurmRun
 from rltuned.sim.ticks import TickSettings
 
-HEURISTICS = ("fcfs", "sjf", "wfp3", "f1", "f2", "f3", "f4", "saf", "unicep", "qssf")
-"""The published orders. QSSF (Helios, SC'21: shortest predicted GPU-time, the prediction from the
-user's or the account's past runtimes) is the one the paper itself compares RLTune against (its
-Table 8). Slurm's multifactor is compared below, as Slurm alone."""
+HEURISTICS = ("fcfs", "sjf", "wfp3", "f1", "f2", "f3", "f4", "saf", "unicep", "qssf", "psjf", "psaf")
+"""The published orders, and the daemon's own history-informed ones. QSSF (Helios, SC'21: shortest
+predicted GPU-time, the prediction from the user's or the account's past runtimes) is the one the paper
+itself compares RLTune against (its Table 8). PSJF and PSAF (policies/predicted.py) doubt a limit that
+the same owner's finished peers ran far below: no slurm.conf setting can express them, but the daemon
+serves them with no model, so a model must beat them too. Slurm's multifactor is compared below, as
+Slurm alone."""
 SLURM_ALONE = "slurm-multifactor"
 """Slurm with no daemon, multifactor with the weights the model was trained under."""
 SLURM_TUNED = "slurm-multifactor-tuned"

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Protocol
 
-from rltuned.domain import History, Job
+from rltuned.domain import RECENT_RUNTIMES, History, Job, peer_key
 
 REBASE_HALF_LIVES = 256.0  # 2^256 is far from float overflow (2^1024)
 
@@ -32,6 +32,7 @@ class HistoryTracker:
         self._acct_n: dict[str, int] = {}
         self._user_mean: dict[str, float] = {}
         self._acct_mean: dict[str, float] = {}
+        self._recent: dict[tuple[str, int], tuple[float, ...]] = {}
 
     def _scale(self, t: float) -> float:
         return float(2.0 ** ((t - self.origin) / self.half_life))
@@ -57,6 +58,9 @@ class HistoryTracker:
             self._acct_sum[acct] = self._acct_sum.get(acct, 0.0) + run
             self._acct_n[acct] = self._acct_n.get(acct, 0) + 1
             self._acct_mean[acct] = self._acct_sum[acct] / self._acct_n[acct]
+        key = peer_key(job)
+        if key[0]:
+            self._recent[key] = (*self._recent.get(key, ())[1 - RECENT_RUNTIMES :], run)
 
     def view(self, now: float, running: Iterable[_Started] | None) -> History:
         """History as of `now`; with `running` None, usage is left out (static policies never read it).
@@ -66,6 +70,7 @@ class HistoryTracker:
             return History(
                 mean_runtime_by_user=MappingProxyType(self._user_mean),
                 mean_runtime_by_account=MappingProxyType(self._acct_mean),
+                recent_runtimes=MappingProxyType(self._recent),
             )
         self._rebase(now)
         decay = 1.0 / self._scale(now)
@@ -79,4 +84,5 @@ class HistoryTracker:
             usage=MappingProxyType({acct: u for acct, u in usage.items() if u > 0}),
             mean_runtime_by_user=MappingProxyType(self._user_mean),
             mean_runtime_by_account=MappingProxyType(self._acct_mean),
+            recent_runtimes=MappingProxyType(self._recent),
         )

@@ -8,7 +8,9 @@
   sum their children, and an account with no usage is one the simulator has never seen): multifactor's
   fair-share divides by their number.
 - **Runtimes** are the mean elapsed seconds of the finished jobs per user and per account over the
-  look-back window (`sacct -X`, jobs that ran).
+  look-back window (`sacct -X`, jobs that ran), and the last `RECENT_RUNTIMES` of them per peer group
+  (`domain.peer_key`: the user, else the account, and the slots the job held in `AllocTRES`), in the
+  order they ended, as the simulator records them when they finish.
 
 Both parsers are pure and strict about shape: a header without the columns asked for is a
 `SlurmError`, so the daemon counts it and keeps the history it had.
@@ -19,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from rltuned.domain import History
+from rltuned.domain import RECENT_RUNTIMES, History, Job, peer_key
 from rltuned.errors import SlurmError
 
 SSHARE_ARGV = ("sshare", "-a", "-P", "-o", "Account,User,GrpTRESRaw")
-SACCT_FIELDS = "User,Account,ElapsedRaw,State"
+SACCT_FIELDS = "User,Account,ElapsedRaw,State,AllocTRES,End"
 SACCT_STATES = "CD,F,TO,CA,OOM,NF,PR"
 """Finished jobs of every kind that may have run; jobs that never started have ElapsedRaw 0 and are
 left out."""
@@ -59,9 +61,23 @@ def usage_from_sshare(text: str, slots: str = "gpus") -> dict[str, float]:
 
 def runtimes_from_sacct(text: str) -> tuple[dict[str, float], dict[str, float]]:
     """(mean runtime per user, per account) in seconds."""
-    rows = _table(text, ("User", "Account", "ElapsedRaw"), "sacct")
+    by_user, by_account, _ = _runtimes(text, "gpus")
+    return by_user, by_account
+
+
+def recent_from_sacct(text: str, slots: str = "gpus") -> dict[tuple[str, int], tuple[float, ...]]:
+    """The last `RECENT_RUNTIMES` runtimes per peer group, oldest first (`History.recent_runtimes`)."""
+    return _runtimes(text, slots)[2]
+
+
+def _runtimes(
+    text: str, slots: str
+) -> tuple[dict[str, float], dict[str, float], dict[tuple[str, int], tuple[float, ...]]]:
+    rows = _table(text, ("User", "Account", "ElapsedRaw", "AllocTRES", "End"), "sacct")
+    tres = SLOT_TRES[slots]
     per_user: dict[str, list[float]] = {}
     per_account: dict[str, list[float]] = {}
+    ended: list[tuple[str, tuple[str, int], float]] = []
     for r in rows:
         try:
             elapsed = float(r["ElapsedRaw"])
@@ -73,15 +89,25 @@ def runtimes_from_sacct(text: str) -> tuple[dict[str, float], dict[str, float]]:
             per_user.setdefault(r["User"], []).append(elapsed)
         if r["Account"]:
             per_account.setdefault(r["Account"], []).append(elapsed)
-    return _means(per_user), _means(per_account)
+        held = _tres(r["AllocTRES"], "sacct AllocTRES").get(tres, 0.0)
+        key = peer_key(Job(0, 0.0, int(held), user=r["User"], account=r["Account"]))
+        if key[0]:
+            ended.append((r["End"], key, elapsed))
+    recent: dict[tuple[str, int], tuple[float, ...]] = {}
+    # sacct lists jobs by id; ISO end times (sacct's format) sort as the times do, and a stable sort
+    # keeps the listed order of jobs that ended in the same second.
+    for _, key, elapsed in sorted(ended, key=lambda e: e[0]):
+        recent[key] = (*recent.get(key, ())[1 - RECENT_RUNTIMES :], elapsed)
+    return _means(per_user), _means(per_account), recent
 
 
 def history_from_slurm(sshare_text: str, sacct_text: str, slots: str = "gpus") -> History:
-    by_user, by_account = runtimes_from_sacct(sacct_text)
+    by_user, by_account, recent = _runtimes(sacct_text, slots)
     return History(
         usage=MappingProxyType(usage_from_sshare(sshare_text, slots)),
         mean_runtime_by_user=MappingProxyType(by_user),
         mean_runtime_by_account=MappingProxyType(by_account),
+        recent_runtimes=MappingProxyType(recent),
     )
 
 
@@ -89,17 +115,27 @@ def _means(values: Mapping[str, list[float]]) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in values.items()}
 
 
-def _tres(text: str) -> dict[str, float]:
+def _tres(text: str, what: str = "sshare: GrpTRESRaw") -> dict[str, float]:
     out: dict[str, float] = {}
     for item in filter(None, text.strip().split(",")):
         key, sep, value = item.partition("=")
         if not sep:
-            raise SlurmError(f"sshare: GrpTRESRaw item {item!r} is not name=value")
+            raise SlurmError(f"{what} item {item!r} is not name=value")
         try:
-            out[key] = float(value)
+            out[key] = _count(value)
         except ValueError:
-            raise SlurmError(f"sshare: GrpTRESRaw {key}={value!r} is not a number") from None
+            raise SlurmError(f"{what} {key}={value!r} is not a number") from None
     return out
+
+
+_UNITS = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def _count(value: str) -> float:
+    """A TRES count; sacct prints memory with a unit suffix (mem=16G), which no slot count carries."""
+    if value and value[-1] in _UNITS:
+        return float(value[:-1]) * _UNITS[value[-1]]
+    return float(value)
 
 
 def _table(text: str, columns: tuple[str, ...], what: str) -> list[dict[str, str]]:

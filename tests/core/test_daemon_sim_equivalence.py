@@ -30,6 +30,7 @@ from rltuned.rl.agent import Actor
 from rltuned.rl.export import LoadedModel, export_actor, load_model
 from rltuned.sim.slurm import SlurmParams
 from rltuned.sim.ticks import TickEpisode, TickSettings
+from rltuned.slurm.history import history_from_slurm
 from tests.builders import cluster
 from tests.daemon.fakes import FakeAdapter
 from tests.slurm.render import render, render_history
@@ -100,7 +101,7 @@ def test_the_engine_and_the_simulators_tick_decide_alike(
         assert_alike(sim, config, model)
 
 
-@pytest.mark.parametrize("base", ["multifactor", "qssf"])
+@pytest.mark.parametrize("base", ["multifactor", "qssf", "psjf", "psaf"])
 def test_the_bases_that_read_the_accounting_decide_alike_once_it_has_history(
     model: LoadedModel, base: str
 ) -> None:
@@ -109,21 +110,38 @@ def test_the_bases_that_read_the_accounting_decide_alike_once_it_has_history(
     while sim.snapshot is not None and not (
         sim.snapshot.history.usage
         and sim.snapshot.history.mean_runtime_by_user
+        and len(sim.snapshot.history.recent_runtimes) > 3
         and len(sim.snapshot.pending) > 3
     ):
         sim.apply(sim.decide(model))
     assert sim.snapshot is not None, "the workload should leave a queue once jobs have finished"
-    assert_alike(sim, config, model)
+    assert_alike(sim, config, model, accounting=True)
 
 
-def assert_alike(sim: TickEpisode, config: Settings, model: LoadedModel) -> None:
+def test_sacct_rows_of_the_finished_jobs_give_the_simulators_peers_and_means() -> None:
+    """What the engine reads from sacct is what the simulator keeps: the peers and the means."""
+    config = Settings(policy={"base": "psjf"})
+    sim = TickEpisode(SPEC, workload(7), 0, TickSettings("psjf", 60.0, config.core(), SlurmParams()))
+    while sim.snapshot is not None and len(sim.snapshot.history.recent_runtimes) <= 3:
+        sim.apply(sim.decide(None))
+    assert sim.snapshot is not None
+    done = [(e.job, e.start, e.end) for e in sim.run.done]
+    with_peers = history_from_slurm(
+        render_history(sim.snapshot.history, done).sshare, render_history(sim.snapshot.history, done).sacct
+    )
+    assert dict(with_peers.recent_runtimes) == dict(sim.snapshot.history.recent_runtimes)
+    assert dict(with_peers.mean_runtime_by_user) == dict(sim.snapshot.history.mean_runtime_by_user)
+
+
+def assert_alike(sim: TickEpisode, config: Settings, model: LoadedModel, accounting: bool = False) -> None:
     assert sim.snapshot is not None
     expected = sim.decide(model)
     squeue, sinfo = (json.loads(doc) if isinstance(doc, str) else doc for doc in render(sim.snapshot))
     ledger = Ledger(None)
     for job_id, change in sim.written.items():
         ledger.record(job_id, **asdict(change))
-    adapter = FakeAdapter(squeue, sinfo, sim.snapshot.now, history=render_history(sim.snapshot.history))
+    done = [(e.job, e.start, e.end) for e in sim.run.done] if accounting else None
+    adapter = FakeAdapter(squeue, sinfo, sim.snapshot.now, history=render_history(sim.snapshot.history, done))
     engine = Engine(config, adapter, model, ledger)
     view = engine.read()
     got = engine.decide(view)

@@ -9,6 +9,7 @@ from rltuned.core.inputs import (
     FAIRSHARE_USAGE,
     ORIGIN,
     PAST_RUNTIMES,
+    PEER_RUNTIMES,
     POLICY_INPUTS,
     READABLE_FROM_SLURM,
     readable_bases,
@@ -46,15 +47,18 @@ def test_the_other_bases_are_refused_with_the_reason(base: str, names: list[str]
 
 def test_every_base_policy_has_its_inputs_listed() -> None:
     assert set(POLICY_INPUTS) == set(POLICIES)
-    assert readable_bases() == ("fcfs", "sjf", "wfp3", "unicep", "saf", "multifactor", "qssf")
+    assert readable_bases() == ("fcfs", "sjf", "wfp3", "unicep", "saf", "multifactor", "qssf", "psjf", "psaf")
     with pytest.raises(KeyError):
         unreadable_inputs("lifo")
 
 
 def test_without_the_accounting_the_history_bases_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inputs, "READABLE_FROM_SLURM", READABLE_FROM_SLURM - {FAIRSHARE_USAGE, PAST_RUNTIMES})
+    monkeypatch.setattr(
+        inputs, "READABLE_FROM_SLURM", READABLE_FROM_SLURM - {FAIRSHARE_USAGE, PAST_RUNTIMES, PEER_RUNTIMES}
+    )
     assert "fairshare_usage" in (unreadable_inputs("multifactor") or "")
     assert "past_runtimes" in (unreadable_inputs("qssf") or "")
+    assert "peer_runtimes" in (unreadable_inputs("psjf") or "")
     assert unreadable_inputs("sjf") is None
 
 
@@ -67,6 +71,7 @@ ACCRUED = History(
     usage={"a": 9_000.0, "b": 10.0},
     mean_runtime_by_user={"u1": 30.0, "u2": 7_200.0},
     mean_runtime_by_account={"a": 100.0},
+    recent_runtimes={("u1", 1): (30.0,), ("u3", 2): (100.0, 200.0)},
 )
 """What Slurm's accounting (sshare, sacct) would hold for `JOBS`' users and accounts."""
 
@@ -80,7 +85,7 @@ def test_the_listed_inputs_are_what_the_policy_reads(base: str) -> None:
     policy = make_policy(base)
     on_slurm = [policy.key(j, slurm) for j in JOBS]
     in_sim = [policy.key(j, filled) for j in JOBS]
-    reads_more = bool(POLICY_INPUTS[base] & {FAIRSHARE_USAGE, PAST_RUNTIMES, ORIGIN})
+    reads_more = bool(POLICY_INPUTS[base] & {FAIRSHARE_USAGE, PAST_RUNTIMES, PEER_RUNTIMES, ORIGIN})
     assert (on_slurm != in_sim) == reads_more
 
 

@@ -27,7 +27,9 @@ class FakeAdapter:
     writes: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     name: str = "fake"
     history: HistoryRead = field(
-        default_factory=lambda: HistoryRead("Account|User|GrpTRESRaw\n", "User|Account|ElapsedRaw|State\n")
+        default_factory=lambda: HistoryRead(
+            "Account|User|GrpTRESRaw\n", "User|Account|ElapsedRaw|State|AllocTRES|End\n"
+        )
     )
     fail_history: str | None = None
     history_asked: list[float] = field(default_factory=list)

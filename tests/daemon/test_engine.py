@@ -344,7 +344,9 @@ def test_history_is_read_for_a_base_that_needs_it_on_its_interval_and_kept_when_
     from rltuned.slurm.adapter import HistoryRead
 
     sshare = "Account|User|GrpTRESRaw\na||gres/gpu=2\na|u|gres/gpu=2\n"
-    adapter = FakeAdapter(history=HistoryRead(sshare, "User|Account|ElapsedRaw|State\nu|a|60|COMPLETED\n"))
+    adapter = FakeAdapter(
+        history=HistoryRead(sshare, "User|Account|ElapsedRaw|State|AllocTRES|End\nu|a|60|COMPLETED||\n")
+    )
     eng = engine(adapter, tmp_path, policy={"base": "multifactor"}, slurm={"history_lookback_days": 1.0})
     assert eng.read().snapshot.history.usage == {"a": 120.0}
     assert adapter.history_asked == [samples.NOW - 86400.0]

@@ -23,7 +23,8 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections.abc import Collection
+import time
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -233,14 +234,23 @@ def _indices(first: int, count: int) -> str:
     return f"IDX:{first}" if count == 1 else f"IDX:{first}-{first + count - 1}"
 
 
-def render_history(history: History) -> HistoryRead:
-    """`sshare -P` and `sacct -P` text that `slurm/history.py` reads back as `history` (one sacct row per
-    user with its mean runtime and no account, one per account with no user)."""
+def render_history(
+    history: History, finished: Sequence[tuple[Job, float, float]] | None = None
+) -> HistoryRead:
+    """`sshare -P` and `sacct -P` text that `slurm/history.py` reads back as `history`. Without
+    `finished`, one sacct row per user with its mean runtime and no account, one per account with no
+    user (no peers); with the simulator's finished jobs (job, start, end, in the order they ended), one
+    row per job, as sacct lists them, which gives the means and the peers alike."""
     sshare = ["Account|User|GrpTRESRaw", "root||cpu=0,gres/gpu=0"]
     for account, usage in history.usage.items():
         sshare.append(f"{account}||cpu=0,gres/gpu={usage / 60.0!r}")
         sshare.append(f"{account}|someone|cpu=0,gres/gpu=0")
-    sacct = ["User|Account|ElapsedRaw|State"]
-    sacct += [f"{user}||{mean!r}|COMPLETED" for user, mean in history.mean_runtime_by_user.items()]
-    sacct += [f"|{account}|{mean!r}|COMPLETED" for account, mean in history.mean_runtime_by_account.items()]
+    sacct = ["User|Account|ElapsedRaw|State|AllocTRES|End"]
+    if finished is None:
+        sacct += [f"{user}||{mean!r}|COMPLETED||" for user, mean in history.mean_runtime_by_user.items()]
+        sacct += [f"|{a}|{mean!r}|COMPLETED||" for a, mean in history.mean_runtime_by_account.items()]
+    else:
+        for job, start, end in finished:
+            ended = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(end))
+            sacct.append(f"{job.user}|{job.account}|{end - start!r}|COMPLETED|gres/gpu={job.gpus}|{ended}")
     return HistoryRead("\n".join(sshare) + "\n", "\n".join(sacct) + "\n")
