@@ -149,10 +149,10 @@ RECENT_RUNTIMES = 3
 """How many of a peer group's last finished runtimes `History.recent_runtimes` keeps."""
 
 
-def peer_key(job: Job) -> tuple[str, int]:
-    """The group whose finished jobs predict this one's runtime: its user (else its account, the only
-    owner a GPU trace such as Philly names) and its GPU count."""
-    return (job.user or job.account, job.gpus)
+def peer_key(user: str, account: str, slots: int) -> tuple[str, int]:
+    """The group whose finished jobs predict a job's runtime: its user (else its account, the only owner
+    a GPU trace such as Philly names) and the slots (GPUs, or cores) it asks for."""
+    return (user or account, slots)
 
 
 @dataclass(frozen=True, slots=True)

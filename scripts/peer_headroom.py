@@ -19,20 +19,16 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from rltuned.clusters import load_cluster
-from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
-from rltuned.policies.predicted import Psaf, Psjf
 from rltuned.rl.args import Args
 from rltuned.rl.env import reward
 from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.rl.validation import gap_summary
 from rltuned.sim.metrics import compute_metrics
-from rltuned.sim.ticks import run_order, run_ticks
+from rltuned.sim.ticks import run_ticks
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
-
-PREDICTED = {"psjf": Psjf(), "psaf": Psaf()}
 
 
 def run(task: tuple[argparse.Namespace, str, int]) -> tuple[str, int, list[tuple[float, float, float]]]:
@@ -43,11 +39,7 @@ def run(task: tuple[argparse.Namespace, str, int]) -> tuple[str, int, list[tuple
     out = []
     for span in disjoint_windows(split_range(len(jobs), args.split), args.window):
         chunk, warm = span.with_warmup(jobs, args.warmup)
-        if order in PREDICTED:
-            result = run_order(cluster, list(chunk), warm, tick_settings(Args(base="qssf")), PREDICTED[order])
-        else:
-            result = run_ticks(cluster, list(chunk), warm, tick_settings(Args(base=order)))
-        m = compute_metrics(result)
+        m = compute_metrics(run_ticks(cluster, list(chunk), warm, tick_settings(Args(base=order))))
         out.append((m.avg_bsld, m.avg_wait_s, m.p99_wait_s))
     return order, draw, out
 
@@ -63,8 +55,6 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=1024)
     parser.add_argument("--warmup", type=int, default=512)
     args = parser.parse_args()
-    if args.split == "test":
-        raise UsageError("never the test split")
     orders = args.orders.split(",")
     tasks = [(args, o, d) for o in orders for d in range(args.draws)]
     with ProcessPoolExecutor(2) as pool:

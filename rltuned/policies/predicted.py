@@ -29,7 +29,7 @@ MIN_RUNTIME_S = 1.0
 
 def predicted_runtime(job: Job, history: History) -> float:
     limit = max(job.estimate, MIN_RUNTIME_S)
-    recent = history.recent_runtimes.get(peer_key(job))
+    recent = history.recent_runtimes.get(peer_key(job.user, job.account, job.gpus))
     if not recent:
         return limit
     ceiling = max(float(statistics.median(recent)), MIN_RUNTIME_S) * math.exp(PULL_START)

@@ -58,7 +58,7 @@ class HistoryTracker:
             self._acct_sum[acct] = self._acct_sum.get(acct, 0.0) + run
             self._acct_n[acct] = self._acct_n.get(acct, 0) + 1
             self._acct_mean[acct] = self._acct_sum[acct] / self._acct_n[acct]
-        key = peer_key(job)
+        key = peer_key(job.user, job.account, job.gpus)
         if key[0]:
             self._recent[key] = (*self._recent.get(key, ())[1 - RECENT_RUNTIMES :], run)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from rltuned.domain import RECENT_RUNTIMES, History, Job, peer_key
+from rltuned.domain import RECENT_RUNTIMES, History, peer_key
 from rltuned.errors import SlurmError
 
 SSHARE_ARGV = ("sshare", "-a", "-P", "-o", "Account,User,GrpTRESRaw")
@@ -90,7 +90,7 @@ def _runtimes(
         if r["Account"]:
             per_account.setdefault(r["Account"], []).append(elapsed)
         held = _tres(r["AllocTRES"], "sacct AllocTRES").get(tres, 0.0)
-        key = peer_key(Job(0, 0.0, int(held), user=r["User"], account=r["Account"]))
+        key = peer_key(r["User"], r["Account"], int(held))
         if key[0]:
             ended.append((r["End"], key, elapsed))
     recent: dict[tuple[str, int], tuple[float, ...]] = {}
