@@ -149,6 +149,11 @@ RECENT_RUNTIMES = 3
 """How many of a peer group's last finished runtimes `History.recent_runtimes` keeps."""
 
 
+def with_runtime(recent: tuple[float, ...], run: float) -> tuple[float, ...]:
+    """A peer group's last runtimes once `run` has ended: the newest `RECENT_RUNTIMES`, oldest first."""
+    return (*recent[1 - RECENT_RUNTIMES :], run)
+
+
 def peer_key(user: str, account: str, slots: int) -> tuple[str, int]:
     """The group whose finished jobs predict a job's runtime: its user (else its account, the only owner
     a GPU trace such as Philly names) and the slots (GPUs, or cores) it asks for."""

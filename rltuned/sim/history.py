@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Protocol
 
-from rltuned.domain import RECENT_RUNTIMES, History, Job, peer_key
+from rltuned.domain import History, Job, peer_key, with_runtime
 
 REBASE_HALF_LIVES = 256.0  # 2^256 is far from float overflow (2^1024)
 
@@ -60,7 +60,7 @@ class HistoryTracker:
             self._acct_mean[acct] = self._acct_sum[acct] / self._acct_n[acct]
         key = peer_key(job.user, job.account, job.gpus)
         if key[0]:
-            self._recent[key] = (*self._recent.get(key, ())[1 - RECENT_RUNTIMES :], run)
+            self._recent[key] = with_runtime(self._recent.get(key, ()), run)
 
     def view(self, now: float, running: Iterable[_Started] | None) -> History:
         """History as of `now`; with `running` None, usage is left out (static policies never read it).

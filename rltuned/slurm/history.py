@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from rltuned.domain import RECENT_RUNTIMES, History, peer_key
+from rltuned.domain import History, peer_key, with_runtime
 from rltuned.errors import SlurmError
 
 SSHARE_ARGV = ("sshare", "-a", "-P", "-o", "Account,User,GrpTRESRaw")
@@ -97,7 +97,7 @@ def _runtimes(
     # sacct lists jobs by id; ISO end times (sacct's format) sort as the times do, and a stable sort
     # keeps the listed order of jobs that ended in the same second.
     for _, key, elapsed in sorted(ended, key=lambda e: e[0]):
-        recent[key] = (*recent.get(key, ())[1 - RECENT_RUNTIMES :], elapsed)
+        recent[key] = with_runtime(recent.get(key, ()), elapsed)
     return _means(per_user), _means(per_account), recent
 
 
