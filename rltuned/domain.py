@@ -102,10 +102,11 @@ class ClusterSpec:
     name: str
     nodes: tuple[Node, ...]
     slots: str = "gpus"
+    total_gpus: int = field(init=False, repr=False, compare=False)
+    """Every node's GPUs (slots), summed once: priority contexts read it several times a tick."""
 
-    @property
-    def total_gpus(self) -> int:
-        return sum(n.gpus for n in self.nodes)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total_gpus", sum(n.gpus for n in self.nodes))
 
     @property
     def gpu_types(self) -> tuple[str, ...]:

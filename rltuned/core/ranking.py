@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 
 import numpy as np
@@ -67,8 +67,7 @@ def rank_jobs(
         return Ranking(in_base, in_base, {}, "base", lambda: obs, scored.problem, features_s, scored.seconds)
     n = int(obs.mask.sum())
     slots = np.argsort(-scored.scores[:n], kind="stable")  # stable: equal scores keep base order
-    ranking = ranking_from_slots(obs, in_base, slots, scored.scores, "model")
-    return replace(ranking, features_s=features_s, policy_s=scored.seconds)
+    return _ranking(obs, in_base, slots.tolist(), scored.scores, "model", features_s, scored.seconds)
 
 
 def ranking_from_slots(
@@ -83,6 +82,21 @@ def ranking_from_slots(
     chosen: list[int] = np.asarray(slots[:n], dtype=np.int64).tolist()
     if sorted(chosen) != list(range(n)):
         raise ValueError(f"slots must order the {n} visible rows exactly once, got {chosen[:8]}...")
-    order = tuple(in_base[i] for i in chosen) + tuple(in_base[n:])
+    return _ranking(obs, in_base, chosen, scores, source)
+
+
+def _ranking(
+    obs: Observation,
+    in_base: Sequence[Job],
+    chosen: list[int],
+    scores: npt.NDArray[np.floating] | None,
+    source: str,
+    features_s: float = 0.0,
+    policy_s: float = 0.0,
+) -> Ranking:
+    """`ranking_from_slots` for slots known to order the visible rows exactly once (an argsort's)."""
+    n = len(chosen)
+    base = tuple(in_base)
+    order = (*map(base.__getitem__, chosen), *base[n:])
     by_job = {} if scores is None else dict(zip(obs.job_ids[:n].tolist(), scores[:n].tolist(), strict=True))
-    return Ranking(order, tuple(in_base), by_job, source, lambda: obs)
+    return Ranking(order, base, by_job, source, lambda: obs, features_s=features_s, policy_s=policy_s)

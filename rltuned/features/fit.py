@@ -34,7 +34,7 @@ Bools = npt.NDArray[np.bool_]
 ShapeKey = tuple[int, str | None, str, int, int, int]
 
 # Rows of `Shape.node_rows`.
-_ELIGIBLE, _SINGLE, _NEED_CPUS, _NEED_MEM, CPU_PER_GPU, MEM_PER_GPU = range(6)
+ELIGIBLE, _SINGLE, _NEED_CPUS, _NEED_MEM, CPU_PER_GPU, MEM_PER_GPU = range(6)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -92,7 +92,7 @@ class ClusterArrays:
             nodes = list(pool.nodes)
             single = demand.gpus <= pool.gpus
             eligible[p], multi[p] = True, not single
-            rows[_ELIGIBLE, nodes] = 1.0
+            rows[ELIGIBLE, nodes] = 1.0
             rows[_SINGLE, nodes] = float(single)
             # Exactly Demand.slice_cpus / slice_mem for the whole request on one node.
             rows[_NEED_CPUS, nodes] = math.ceil(demand.gpus * demand.cpu_per_gpu[k] - SLACK)
@@ -102,22 +102,25 @@ class ClusterArrays:
         return Shape(job.gpus, rows, eligible, multi)
 
 
-_last: ClusterArrays | None = None
+_last: tuple[ClusterSpec, ClusterArrays] | None = None
 _by_value: dict[ClusterSpec, ClusterArrays] = {}
 
 
 def cluster_arrays(cluster: ClusterSpec) -> ClusterArrays:
     """The arrays for `cluster`, cached: by identity first (cheap), then by value (the Slurm adapter may
-    build an equal spec on every tick), keeping the few most recent clusters."""
+    build an equal spec on every tick), keeping the few most recent clusters. The identity remembered
+    is the one last asked for, not the one the arrays were built from: a simulated run often holds an
+    equal copy of the spec that first built them, and hashing a spec walks all its nodes (30 us a
+    tick on `philly-slice`)."""
     global _last  # noqa: PLW0603 - a one-entry identity cache in front of the value cache
-    if _last is not None and _last.cluster is cluster:
-        return _last
+    if _last is not None and _last[0] is cluster:
+        return _last[1]
     found = _by_value.get(cluster)
     if found is None:
         if len(_by_value) >= 8:
             _by_value.pop(next(iter(_by_value)))
         found = _by_value[cluster] = _build_arrays(cluster)
-    _last = found
+    _last = (cluster, found)
     return found
 
 
@@ -161,7 +164,7 @@ def fit_now(
         return Fit(rows, rows[:, 0] > 0, np.zeros(0, np.bool_), np.zeros(0, np.int64))
     rows = np.stack([s.node_rows for s in shapes])
     gpus = np.array([float(s.gpus) for s in shapes])[:, None]
-    eligible = rows[:, _ELIGIBLE] > 0
+    eligible = rows[:, ELIGIBLE] > 0
     single = eligible & (rows[:, _SINGLE] > 0)
     whole = (
         single & (free_gpus >= gpus) & (free_cpus >= rows[:, _NEED_CPUS]) & (free_mem >= rows[:, _NEED_MEM])

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from rltuned.domain import ClusterSnapshot, Job
 from rltuned.features.fit import (
     CPU_PER_GPU,
+    ELIGIBLE,
     MEM_PER_GPU,
     ClusterArrays,
     Fit,
@@ -92,22 +93,44 @@ def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
     jobs as the table reads them (`as_read`: the same objects, or equal in every field but the
     priority) are those of this call, only the age columns are computed again, by the code and on the
     inputs a full build uses, so the table is the same to the last bit
-    (tests/features/test_features_properties.py)."""
+    (tests/features/test_features_properties.py).
+
+    Of the other ticks, most change only one of the two: jobs arrive on the same free capacity (60% of
+    the rest on Philly's deterministic loop), or a job ends and none starts (30%). A full build is two
+    parts, each a pure function of its own inputs, and each is kept too: what the jobs alone give
+    (`_JobPart`: their shapes and inputs, and the columns that read nothing else) while the jobs
+    hold, and what the free capacity gives each shape (`_ClusterPart`) while the free capacity and the
+    shapes hold. Only their combination is computed at every build."""
     global _last  # noqa: PLW0603 - a one-entry memo of the last table
     arrays = cluster_arrays(snapshot.cluster)
     free = (snapshot.free_gpus, snapshot.free_cpus, snapshot.free_mem_mb)
     jobs = tuple(ordered_jobs)
     last = _last
-    if last is not None and last.arrays is arrays and last.free == free and last.kept.same(jobs):
+    if last is None or last.arrays is not arrays:
+        last = None
+    elif last.free == free and last.kept.same(jobs):
         table = last.features.table.copy()
-        _write_age(table.T, last.submit, snapshot.now)
+        _write_age(table.T, last.job_part.submit, snapshot.now)
         return Features(table, last.features.ways, last.features.cff)
-    features, submit = _build(arrays, snapshot, jobs)
+    if last is not None and last.kept.same(jobs):
+        kept_jobs, job_part = last.kept, last.job_part
+    else:
+        kept_jobs, job_part = Kept(jobs), _job_part(arrays, jobs)
+    if last is not None and last.free == free and _same_objects(last.cluster_part.shapes, job_part.shapes):
+        cluster_part = last.cluster_part
+    else:
+        cluster_part = _cluster_part(arrays, job_part.shapes, free)
+    features = _combine(job_part, cluster_part, snapshot.now)
     kept = features.table.copy()
     kept.flags.writeable = False
     features.ways.flags.writeable = False
-    _last = _Last(arrays, free, Kept(jobs), submit, Features(kept, features.ways, features.cff))
+    kept_features = Features(kept, features.ways, features.cff)
+    _last = _Last(arrays, free, kept_jobs, job_part, cluster_part, kept_features)
     return features
+
+
+def _same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
 def forget() -> None:
@@ -151,69 +174,111 @@ class Kept:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class _JobPart:
+    """What the table reads from the jobs alone."""
+
+    shapes: list[Shape]
+    inverse: npt.NDArray[np.intp]
+    """[jobs]: each job's index into `shapes`."""
+    gpus: Floats
+    submit: Floats
+    ahead: Floats
+    """[jobs]: GPUs of the jobs ranked ahead that compete for one of the job's pools (eq. 2)."""
+    table: npt.NDArray[np.float32]
+    """[jobs, 17], read-only: the columns that read only the jobs and the cluster's shape (`_JOB_ONLY`);
+    the others zero."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _ClusterPart:
+    """What the free capacity gives each shape, and the whole cluster's fragmentation."""
+
+    shapes: list[Shape]
+    fit: Fit
+    free_elig: Floats
+    total_elig: Floats
+    per_shape: Floats
+    """[shapes, 4]: free_nodes, can_schedule_now, num_ways, cff."""
+    cff: float
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class _Last:
     arrays: ClusterArrays
     free: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
     kept: Kept
-    submit: Floats
+    job_part: _JobPart
+    cluster_part: _ClusterPart
     features: Features
 
 
 _last: _Last | None = None
 
 
-def _build(arrays: ClusterArrays, snapshot: ClusterSnapshot, jobs: Sequence[Job]) -> tuple[Features, Floats]:
-    """The whole table, and the jobs' submit times (what the age columns are computed from). Cluster
-    features depend only on a job's shape, so they are computed once per shape and gathered; only
-    future availability depends on the order."""
-    free_gpus = np.array(snapshot.free_gpus, dtype=np.float64)
-    free_cpus = np.array(snapshot.free_cpus, dtype=np.float64)
-    free_mem = np.array(snapshot.free_mem_mb, dtype=np.float64)
+def _job_part(arrays: ClusterArrays, jobs: Sequence[Job]) -> _JobPart:
+    shapes, inverse, columns = _jobs_by_shape(arrays, jobs)
+    ids, gpus, estimate, submit, asked_cpus, asked_mem, user, account, gpu_type = columns
+    total = arrays.total_gpus
+    table = np.zeros((len(jobs), len(FEATURE_NAMES)), dtype=np.float32)
+    ahead = np.zeros(0)
+    if jobs:
+        rows = np.stack([s.node_rows for s in shapes])  # [S, 6, N]: fixed per shape, as `fit_now` reads them
+        cpus, mem = _cpus_mem(asked_cpus, asked_mem, shapes, inverse, rows)
+        col = table.T  # a view: writing a column writes the table
+        col[COLUMN["job_id"]] = id_unit(ids.astype(np.int64))
+        col[COLUMN["user"]] = user
+        col[COLUMN["gpus"]] = log_share(gpus, total)
+        col[COLUMN["account"]] = account
+        col[COLUMN["gpu_type"]] = gpu_type
+        col[COLUMN["requested_time"]] = log_share(estimate, HORIZON_S)
+        col[COLUMN["cpus"]] = log_share(cpus, float(arrays.cpus.sum()))
+        col[COLUMN["mem"]] = log_share(mem, float(arrays.mem.sum()))
+        col[COLUMN["job_size"]] = log_share(gpus * estimate, total * HORIZON_S)
+        ahead = _competing_ahead(shapes, inverse, gpus)
+    table.flags.writeable = False
+    return _JobPart(shapes, inverse, gpus, submit, ahead, table)
+
+
+def _cluster_part(
+    arrays: ClusterArrays, shapes: list[Shape], free_capacity: tuple[tuple[int, ...], ...]
+) -> _ClusterPart:
+    free_gpus, free_cpus, free_mem = (np.array(f, dtype=np.float64) for f in free_capacity)
     free = np.maximum(free_gpus, 0.0)
     cluster_cff = float(_cff(np.ones((1, len(free))), free, arrays.gpus)[0])
-
-    shapes, inverse, columns = _jobs_by_shape(arrays, jobs)
     fit = fit_now(arrays, shapes, free_gpus, free_cpus, free_mem)
     elig = fit.eligible.astype(np.float64)  # [S, N]
     n_elig = elig.sum(axis=1)
     idle = (free_gpus >= arrays.gpus) & (free_cpus >= arrays.cpus) & (free_mem >= arrays.mem)
     free_elig = elig @ free
     total_elig = elig @ arrays.gpus
-
     per_shape = np.zeros((len(shapes), 4))  # free_nodes, can_schedule_now, num_ways, cff
     per_shape[:, 0] = _ratio(elig @ idle.astype(np.float64), n_elig)
     per_shape[:, 1] = fit.can_start
     per_shape[:, 2] = _ratio(fit.ways.astype(np.float64), n_elig)
     per_shape[:, 3] = _cff(elig, free, arrays.gpus)
-    table = np.zeros((len(jobs), len(FEATURE_NAMES)), dtype=np.float32)
-    if not jobs:
-        return Features(table, np.zeros(0, np.int64), cluster_cff), np.zeros(0)
+    return _ClusterPart(shapes, fit, free_elig, total_elig, per_shape, cluster_cff)
 
-    ids, gpus, estimate, submit, asked_cpus, asked_mem, user, account, gpu_type = columns
-    cpus, mem = _cpus_mem(asked_cpus, asked_mem, shapes, inverse, fit, n_elig)
-    total = arrays.total_gpus
 
+def _combine(jobs: _JobPart, cluster: _ClusterPart, now: float) -> Features:
+    """The whole table from its two parts: the per-shape cluster features gathered per job, and the
+    columns that read both the jobs and the free capacity."""
+    if not len(jobs.inverse):
+        return Features(jobs.table.copy(), np.zeros(0, np.int64), cluster.cff)
+    inverse, gpus = jobs.inverse, jobs.gpus
+    table = jobs.table.copy()
     col = table.T  # a view: writing a column writes the table
-    col[COLUMN["job_id"]] = id_unit(ids.astype(np.int64))
-    col[COLUMN["user"]] = user
-    col[COLUMN["gpus"]] = log_share(gpus, total)
-    col[COLUMN["account"]] = account
-    col[COLUMN["gpu_type"]] = gpu_type
-    col[COLUMN["requested_time"]] = log_share(estimate, HORIZON_S)
-    col[COLUMN["cpus"]] = log_share(cpus, float(arrays.cpus.sum()))
-    col[COLUMN["mem"]] = log_share(mem, float(arrays.mem.sum()))
-    job_shape = per_shape[inverse]
+    job_shape = cluster.per_shape[inverse]
     col[COLUMN["free_nodes"]] = job_shape[:, 0]
     col[COLUMN["can_schedule_now"]] = job_shape[:, 1]
     col[COLUMN["num_ways_to_schedule"]] = job_shape[:, 2]
-    col[COLUMN["demand_supply_ratio"]] = _demand_supply(gpus, free_elig[inverse])
-    col[COLUMN["job_size"]] = log_share(gpus * estimate, total * HORIZON_S)
+    free_elig = cluster.free_elig[inverse]
+    col[COLUMN["demand_supply_ratio"]] = _demand_supply(gpus, free_elig)
     col[COLUMN["future_availability"]] = _future_availability(
-        shapes, inverse, gpus, free_elig[inverse], total_elig[inverse]
+        gpus, jobs.ahead, free_elig, cluster.total_elig[inverse]
     )
     col[COLUMN["cff"]] = job_shape[:, 3]
-    _write_age(col, submit, snapshot.now)
-    return Features(table, fit.ways[inverse], cluster_cff), submit
+    _write_age(col, jobs.submit, now)
+    return Features(table, cluster.fit.ways[inverse], cluster.cff)
 
 
 def _write_age(col: npt.NDArray[np.float32], submit: Floats, now: float) -> None:
@@ -284,14 +349,14 @@ def _cpus_mem(
     asked_mem: Floats,
     shapes: Sequence[Shape],
     inverse: npt.NDArray[np.intp],
-    fit: Fit,
-    n_elig: Floats,
+    rows: Floats,
 ) -> tuple[Floats, Floats]:
     """Requested CPUs and memory; where not requested, the job's GPU share of its eligible nodes (averaged
-    over them, as nodes of different pools give different shares)."""
+    over them, as nodes of different pools give different shares). `rows` are the shapes' `node_rows`."""
     gpus = np.array([float(s.gpus) for s in shapes])
-    share_cpus = _ratio(fit.rows[:, CPU_PER_GPU].sum(axis=1), n_elig) * gpus
-    share_mem = _ratio(fit.rows[:, MEM_PER_GPU].sum(axis=1), n_elig) * gpus
+    n_elig = (rows[:, ELIGIBLE] > 0).astype(np.float64).sum(axis=1)
+    share_cpus = _ratio(rows[:, CPU_PER_GPU].sum(axis=1), n_elig) * gpus
+    share_mem = _ratio(rows[:, MEM_PER_GPU].sum(axis=1), n_elig) * gpus
     cpus = np.where(asked_cpus > 0, asked_cpus, share_cpus[inverse])
     mem = np.where(asked_mem > 0, asked_mem, share_mem[inverse])
     return cpus, mem
@@ -303,21 +368,21 @@ def _demand_supply(gpus: Floats, free_elig: Floats) -> Floats:
     return np.where(free_elig > 0, squash(ratio), 1.0)
 
 
-def _future_availability(
-    shapes: Sequence[Shape],
-    inverse: npt.NDArray[np.intp],
-    gpus: Floats,
-    free_elig: Floats,
-    total_elig: Floats,
-) -> Floats:
-    """Eq. 2: free eligible GPUs left after this job and every higher-ranked job that competes for one of
-    its pools, over its eligible GPUs, mapped from [-1, 1] to [0, 1] (0 for a job with no eligible node)."""
+def _competing_ahead(shapes: Sequence[Shape], inverse: npt.NDArray[np.intp], gpus: Floats) -> Floats:
+    """For each job, the GPUs of the higher-ranked jobs that compete for one of its pools."""
     pools = np.stack([s.pool_eligible for s in shapes]).astype(np.float64)  # [S, P]
     competes = (pools @ pools.T > 0).astype(np.float64)  # [S, S]: the shapes share a pool
     by_shape = np.zeros((len(gpus), len(shapes)))
     by_shape[np.arange(len(gpus)), inverse] = gpus
     before = np.cumsum(by_shape, axis=0) - by_shape  # [j, s]: GPUs of shape s ranked ahead of j
-    ahead = np.einsum("js,js->j", before, competes[inverse])
+    ahead: Floats = np.einsum("js,js->j", before, competes[inverse])
+    return ahead
+
+
+def _future_availability(gpus: Floats, ahead: Floats, free_elig: Floats, total_elig: Floats) -> Floats:
+    """Eq. 2: free eligible GPUs left after this job and every higher-ranked job that competes for one of
+    its pools (`_competing_ahead`), over its eligible GPUs, mapped from [-1, 1] to [0, 1] (0 for a job
+    with no eligible node)."""
     left = _ratio(free_elig - gpus - ahead, total_elig)
     left = np.where(total_elig > 0, np.clip(left, -1.0, 1.0), -1.0)
     return (left + 1.0) / 2.0

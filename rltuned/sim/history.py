@@ -7,7 +7,7 @@ per-account timestamps.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from types import MappingProxyType
 from typing import Protocol
 
@@ -72,12 +72,16 @@ class HistoryTracker:
                 mean_runtime_by_account=MappingProxyType(self._acct_mean),
                 recent_runtimes=MappingProxyType(self._recent),
             )
+        return self.view_charged(now, charges(running))
+
+    def view_charged(self, now: float, running: Sequence[Charge]) -> History:
+        """`view` with the running jobs as `charges` gives them: a caller that reads the history at
+        several instants of one running set builds those once."""
         self._rebase(now)
         decay = 1.0 / self._scale(now)
         usage = {acct: value * decay for acct, value in self._scaled_usage.items()}
-        for entry in running:
-            acct = entry.job.account
-            usage[acct] = usage.get(acct, 0.0) + entry.job.gpus * max(now - entry.start, 0.0)
+        for acct, gpus, start in running:
+            usage[acct] = usage.get(acct, 0.0) + gpus * max(now - start, 0.0)
         # An account with nothing used yet (a job started this instant) is not one fair-share counts,
         # as Slurm's sshare shows it with no usage (`slurm/history.py` leaves those out too).
         return History(
@@ -86,3 +90,11 @@ class HistoryTracker:
             mean_runtime_by_account=MappingProxyType(self._acct_mean),
             recent_runtimes=MappingProxyType(self._recent),
         )
+
+
+Charge = tuple[str, int, float]
+"""A running job as fair-share charges it: its account, GPUs and start."""
+
+
+def charges(running: Iterable[_Started]) -> list[Charge]:
+    return [(entry.job.account, entry.job.gpus, entry.start) for entry in running]

@@ -49,7 +49,7 @@ from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import Demand, Pool, build_pools, demand_for, demands_for
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
-from rltuned.sim.history import HistoryTracker
+from rltuned.sim.history import Charge, HistoryTracker, charges
 from rltuned.sim.kernels import CONS_TRES, PACK, backfill_pass, build_profile, earliest_start, grid, hold
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
@@ -289,6 +289,7 @@ class SlurmRun:
         """Counts starts and completions (what a priority context reads besides the clock)."""
         self._ctx: PriorityContext | None = None
         self._ctx_at = (0.0, -1)
+        self._charges_at: tuple[int, list[Charge]] = (-1, [])
         self._queued = 0
         """Counts changes to the queue and to what its priorities read but the clock: arrivals, starts,
         completions (the running set and the history) and every write. A queue whose priorities were
@@ -467,10 +468,16 @@ class SlurmRun:
         """Kept while neither the clock nor the running set nor the history moves: the main scheduler,
         backfill and the daemon's read often meet at one instant."""
         if self._ctx is None or self._ctx_at != (now, self._version):
-            history = self.history.view(now, self.running.values())
+            history = self.history.view_charged(now, self._charges())
             self._ctx = PriorityContext(now, self.total_gpus, history, self.origin, self.nodes)
             self._ctx_at = (now, self._version)
         return self._ctx
+
+    def _charges(self) -> list[Charge]:
+        """The running jobs as fair-share charges them, kept while the running set holds."""
+        if self._charges_at[0] != self._version:
+            self._charges_at = (self._version, charges(self.running.values()))
+        return self._charges_at[1]
 
     def _priorities(self, entries: Sequence[_Job], now: float) -> list[int]:
         """`priority` of each entry, a written one read inline: this runs several times a tick."""
@@ -616,7 +623,7 @@ class SlurmRun:
             self._shown_running = (self._version, tuple(sorted(shown, key=lambda r: (r.start, r.job.id))))
         running = self._shown_running[1]
         if self.history_interval_s and now - self._history_at >= self.history_interval_s:
-            self._shown_history = self.history.view(now, self.running.values())
+            self._shown_history = self.history.view_charged(now, self._charges())
             self._history_at = now
         return ClusterSnapshot(
             now=now,

@@ -91,21 +91,30 @@ def test_every_value_is_in_unit_interval(snap: ClusterSnapshot, policy: str) -> 
 @st.composite
 def successive(draw: st.DrawFn) -> tuple[ClusterSnapshot, ClusterSnapshot]:
     """A snapshot and the next tick's: later, and sometimes with other free capacity, the jobs in
-    another order, a job fewer, equal jobs rebuilt as new objects (as the Slurm adapter does), new
+    another order, a job fewer, a job more (an arrival: a copy of the last with a new id), both free
+    capacity and jobs moved, equal jobs rebuilt as new objects (as the Slurm adapter does), new
     priorities (the daemon's writes), a job's limit edited, or another origin."""
     first = draw(snapshots())
     later = first.now + draw(st.sampled_from([0.0, 60.0, 86_400.0 * 30]))
     pending = first.pending
     change = draw(
-        st.sampled_from(["none", "none", "free", "order", "fewer", "rebuilt", "priority", "edited", "origin"])
-    )
+        st.sampled_from(
+            ["none", "none", "free", "order", "fewer", "arrived", "free+fewer", "rebuilt", "priority",
+             "edited", "origin"]
+        )
+    )  # fmt: skip
     free, origin = first.free_gpus, first.origin
-    if change == "free":
+    if change in ("free", "free+fewer"):
         free = tuple(max(g - 1, 0) for g in free)
+    if change == "free+fewer":
+        pending = pending[1:]
     elif change == "order":
         pending = pending[::-1]
     elif change == "fewer":
         pending = pending[1:]
+    elif change == "arrived" and pending:
+        newest = max(j.id for j in pending) + 1
+        pending = (*pending, dataclasses.replace(pending[-1], id=newest, submit=later))
     elif change == "rebuilt":
         pending = tuple(dataclasses.replace(j) for j in pending)
     elif change == "priority":  # the daemon's writes, as Slurm shows them on the next tick

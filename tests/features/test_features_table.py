@@ -210,7 +210,7 @@ def test_a_later_tick_on_the_same_queue_and_capacity_recomputes_only_the_age(
     def no_full_build(*args: object) -> None:
         raise AssertionError("the kept table should have been used")
 
-    monkeypatch.setattr(table_module, "_build", no_full_build)
+    monkeypatch.setattr(table_module, "_combine", no_full_build)
     later = feature_table(dataclasses.replace(first, now=first.now + 3600.0), jobs)
     age_columns = [COL["submit"], COL["urgency"]]
     others = [c for c in range(len(FEATURE_NAMES)) if c not in age_columns]
@@ -218,3 +218,38 @@ def test_a_later_tick_on_the_same_queue_and_capacity_recomputes_only_the_age(
     assert (later[:, age_columns] > before[:, age_columns]).all()
     with pytest.raises(AssertionError, match="kept table"):
         feature_table(dataclasses.replace(first, free_gpus=(2, 8)), jobs)  # other free capacity
+
+
+def test_a_tick_where_only_jobs_or_only_free_capacity_moved_recomputes_only_the_part_that_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An arrival on the same free capacity reuses what the capacity gave each shape; a job ending with
+    the queue as it was reuses what the jobs gave. The table is the one a fresh build gives."""
+    from rltuned.features import table as table_module
+
+    spec = cluster(("V100", 8, 2))
+    jobs = [job(0, NOW - 600.0, 2, 3600.0), job(1, NOW - 60.0, 8, 7200.0)]
+    first = snapshot(spec, [3, 8], jobs)
+    table_module.forget()
+    feature_table(first, jobs)
+
+    def not_again(*args: object) -> None:
+        raise AssertionError("the kept part should have been used")
+
+    arrived = [*jobs, job(2, NOW - 30.0, 2, 600.0)]  # a shape already queued
+    with monkeypatch.context() as patch:
+        patch.setattr(table_module, "_cluster_part", not_again)
+        kept = feature_table(first, arrived)
+    table_module.forget()
+    assert kept.tobytes() == feature_table(first, arrived).tobytes()
+
+    freed = dataclasses.replace(first, free_gpus=(5, 8))
+    with monkeypatch.context() as patch:
+        patch.setattr(table_module, "_job_part", not_again)
+        kept = feature_table(freed, arrived)
+    table_module.forget()
+    assert kept.tobytes() == feature_table(freed, arrived).tobytes()
+
+    with pytest.raises(AssertionError, match="kept part"):  # a new shape on the same capacity
+        monkeypatch.setattr(table_module, "_cluster_part", not_again)
+        feature_table(freed, [*arrived, job(3, NOW, 4, 600.0)])
