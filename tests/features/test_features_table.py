@@ -9,8 +9,9 @@ import zlib
 import numpy as np
 import pytest
 
-from rltuned.domain import Job
+from rltuned.domain import ClusterSpec, Job
 from rltuned.features import FEATURE_NAMES, feature_table
+from rltuned.features.fit import ClusterArrays
 from rltuned.features.scales import HORIZON_S, MAX_AGE_S
 from tests.builders import cluster, job
 from tests.features.snapshots import NOW, snapshot
@@ -253,3 +254,28 @@ def test_a_tick_where_only_jobs_or_only_free_capacity_moved_recomputes_only_the_
     with pytest.raises(AssertionError, match="kept part"):  # a new shape on the same capacity
         monkeypatch.setattr(table_module, "_cluster_part", not_again)
         feature_table(freed, [*arrived, job(3, NOW, 4, 600.0)])
+
+
+def test_an_equal_copy_of_the_cluster_is_looked_up_by_value_once_then_by_identity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A simulated run holds its own equal copy of the spec; hashing a spec walks every node, so after
+    the first lookup the copy must be recognized by identity."""
+    from rltuned.features import fit
+
+    spec = cluster(("V100", 8, 2), ("K80", 4, 3))
+    copy = dataclasses.replace(spec)
+    first = fit.cluster_arrays(spec)
+    lookups: list[ClusterSpec] = []
+
+    class Counting(dict[ClusterSpec, ClusterArrays]):
+        def get(self, key: ClusterSpec, default: ClusterArrays | None = None) -> ClusterArrays | None:  # type: ignore[override]
+            lookups.append(key)
+            return super().get(key, default)
+
+    monkeypatch.setattr(fit, "_by_value", Counting(fit._by_value))
+    assert fit.cluster_arrays(copy) is first
+    assert fit.cluster_arrays(copy) is first
+    assert fit.cluster_arrays(copy) is first
+    assert len(lookups) == 1
+    assert copy.total_gpus == spec.total_gpus == 8 * 2 + 4 * 3
