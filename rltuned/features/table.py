@@ -105,14 +105,13 @@ def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
     arrays = cluster_arrays(snapshot.cluster)
     free = (snapshot.free_gpus, snapshot.free_cpus, snapshot.free_mem_mb)
     jobs = tuple(ordered_jobs)
-    last = _last
-    if last is None or last.arrays is not arrays:
-        last = None
-    elif last.free == free and last.kept.same(jobs):
+    last = _last if _last is not None and _last.arrays is arrays else None
+    same_jobs = last is not None and last.kept.same(jobs)
+    if last is not None and same_jobs and last.free == free:
         table = last.features.table.copy()
         _write_age(table.T, last.job_part.submit, snapshot.now)
         return Features(table, last.features.ways, last.features.cff)
-    if last is not None and last.kept.same(jobs):
+    if last is not None and same_jobs:
         kept_jobs, job_part = last.kept, last.job_part
     else:
         kept_jobs, job_part = Kept(jobs), _job_part(arrays, jobs)
