@@ -21,7 +21,16 @@ from rltuned.policies.base import Policy, rank
 
 MAX_JOBS = 256
 
-_CRITIC_COLUMNS = [COLUMN[name] for name in CRITIC]
+_CRITIC_COLUMNS = np.array([COLUMN[name] for name in CRITIC], dtype=np.intp)
+_ACTOR_COLUMNS: dict[tuple[str, ...], npt.NDArray[np.intp]] = {}
+
+
+def _columns(sampled: tuple[str, ...]) -> npt.NDArray[np.intp]:
+    """The table's columns of the sampled features, kept per sampling (there are four)."""
+    found = _ACTOR_COLUMNS.get(sampled)
+    if found is None:
+        found = _ACTOR_COLUMNS[sampled] = np.array([COLUMN[name] for name in sampled], dtype=np.intp)
+    return found
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -57,8 +66,8 @@ def encode(snapshot: ClusterSnapshot, policy: Policy) -> Observation:
     table[:n] = features.table
     sampled = sample(features.table, features.ways, features.cff)
     assert len(sampled) == ACTOR_FEATURES, f"expected {ACTOR_FEATURES} sampled features, got {sampled}"
-    actor = table[:, [COLUMN[name] for name in sampled]]
-    critic = table[:, _CRITIC_COLUMNS]
+    actor = table.take(_columns(sampled), axis=1)
+    critic = table.take(_CRITIC_COLUMNS, axis=1)
     mask = np.zeros(MAX_JOBS, dtype=np.bool_)
     mask[:n] = True
     job_ids = np.full(MAX_JOBS, -1, dtype=np.int64)
