@@ -184,8 +184,8 @@ class _JobPart:
     ahead: Floats
     """[jobs]: GPUs of the jobs ranked ahead that compete for one of the job's pools (eq. 2)."""
     table: npt.NDArray[np.float32]
-    """[jobs, 17], read-only: the columns that read only the jobs and the cluster's shape (`_JOB_ONLY`);
-    the others zero."""
+    """[jobs, 17], read-only: the columns that read only the jobs and the cluster's shape (job id, user,
+    GPUs, account, GPU type, requested time, CPUs, memory, job size); the others zero."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
