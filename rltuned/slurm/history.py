@@ -89,7 +89,7 @@ def _runtimes(
             per_user.setdefault(r["User"], []).append(elapsed)
         if r["Account"]:
             per_account.setdefault(r["Account"], []).append(elapsed)
-        held = _tres(r["AllocTRES"], "sacct AllocTRES").get(tres, 0.0)
+        held = _tres(r["AllocTRES"], "sacct AllocTRES", units=True).get(tres, 0.0)
         key = peer_key(r["User"], r["Account"], int(held))
         if key[0]:
             ended.append((r["End"], key, elapsed))
@@ -115,14 +115,17 @@ def _means(values: Mapping[str, list[float]]) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in values.items()}
 
 
-def _tres(text: str, what: str = "sshare: GrpTRESRaw") -> dict[str, float]:
+def _tres(text: str, what: str = "sshare: GrpTRESRaw", units: bool = False) -> dict[str, float]:
+    """name=value items; with `units`, a value may carry sacct's unit suffix (AllocTRES' mem=16G).
+    sshare's raw usage never does, so there a suffix is malformed output."""
+    count = _count if units else float
     out: dict[str, float] = {}
     for item in filter(None, text.strip().split(",")):
         key, sep, value = item.partition("=")
         if not sep:
             raise SlurmError(f"{what} item {item!r} is not name=value")
         try:
-            out[key] = _count(value)
+            out[key] = count(value)
         except ValueError:
             raise SlurmError(f"{what} {key}={value!r} is not a number") from None
     return out

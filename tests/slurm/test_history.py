@@ -85,6 +85,11 @@ def test_with_cores_as_slots_usage_is_core_seconds() -> None:
         ),
         (SSHARE, "User|Account|ElapsedRaw|State\nalice|physics|5|COMPLETED\n", "missing AllocTRES, End"),
         ("Account|User|GrpTRESRaw\nphysics||gres/gpu=lots\nphysics|alice|gres/gpu=1\n", SACCT, "'lots'"),
+        (
+            "Account|User|GrpTRESRaw\nphysics||gres/gpu=2,mem=16G\nphysics|alice|gres/gpu=1\n",
+            SACCT,
+            "mem='16G'",
+        ),  # raw: no units
         ("", SACCT, "no output"),
         (SSHARE, "User|Account|ElapsedRaw|State|AllocTRES|End\nalice|physics\n", "line 2 has 2 fields"),
     ],
