@@ -126,9 +126,8 @@ def test_sacct_rows_of_the_finished_jobs_give_the_simulators_peers_and_means() -
         sim.apply(sim.decide(None))
     assert sim.snapshot is not None
     done = [(e.job, e.start, e.end) for e in sim.run.done]
-    with_peers = history_from_slurm(
-        render_history(sim.snapshot.history, done).sshare, render_history(sim.snapshot.history, done).sacct
-    )
+    rendered = render_history(sim.snapshot.history, done)
+    with_peers = history_from_slurm(rendered.sshare, rendered.sacct)
     assert dict(with_peers.recent_runtimes) == dict(sim.snapshot.history.recent_runtimes)
     assert dict(with_peers.mean_runtime_by_user) == dict(sim.snapshot.history.mean_runtime_by_user)
 
