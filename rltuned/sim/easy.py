@@ -11,12 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
 from rltuned.domain import Allocation
 from rltuned.placement.greedy import place
-from rltuned.placement.pools import Demand
+from rltuned.placement.pools import Demand, Pool
 from rltuned.sim.capacity import Capacity
 
 NEVER = 1 << 30  # more GPUs than any job asks for
+_NO_ROOM = (NEVER, NEVER)
+"""What `Easy.reserve` asks of a node outside the head's pools: more CPUs than any node has."""
 
 
 class Reservation(NamedTuple):
@@ -46,11 +52,30 @@ class Candidate(Protocol):
 C = TypeVar("C", bound=Candidate)
 
 
+class JobTable(NamedTuple):
+    """What the backfill pass reads of each job of a run, by `Candidate.idx`: (GPUs, group, shape)
+    rows and the estimates. Rows of jobs that never queue are never read."""
+
+    rows: npt.NDArray[np.int64]
+    est: npt.NDArray[np.float64]
+
+
+def job_table(entries: Iterable[Candidate], size: int) -> JobTable:
+    """The table of a run whose job indices are below `size`."""
+    rows = np.zeros((size, 3), dtype=np.int64)
+    est = np.zeros(size, dtype=np.float64)
+    for e in entries:
+        rows[e.idx] = (e.gpus, e.group, e.shape)
+        est[e.idx] = e.est
+    return JobTable(rows, est)
+
+
 class Easy:
     """EASY backfilling for one run: `groups` are the run's sets of eligible pools (`Candidate.group`
-    indexes them) and `shapes` the number of demand shapes it numbered (`Candidate.shape`)."""
+    indexes them), `shapes` the number of demand shapes it numbered (`Candidate.shape`), and `table`
+    its jobs as the pass reads them."""
 
-    __slots__ = ("capacity", "failed", "greedy", "groups")
+    __slots__ = ("capacity", "failed", "greedy", "groups", "table")
 
     def __init__(
         self,
@@ -58,22 +83,32 @@ class Easy:
         groups: Sequence[tuple[int, ...]],
         shapes: int,
         greedy: str,
+        table: JobTable,
     ) -> None:
         self.capacity = capacity
         self.groups = groups
         self.greedy = greedy
-        self.failed = [NEVER] * (2 * shapes)
+        self.table = table
+        self.failed = np.full(2 * shapes, NEVER, dtype=np.int64)
         """The fewest GPUs that failed in this pass per (shape, short) at 2 x shape + short; NEVER
         between passes (each pass resets the slots it touched)."""
 
-    def reserve(self, demand: Demand, now: float) -> Reservation:
+    def reserve(self, demand: Demand, now: float, blocked: bool = False) -> Reservation:
         """Release the running jobs in order of expected end until the head fits. The placer is asked
         only once a release touched one of the head's pools and one of them has as many free GPUs as
-        the head asks for (`Capacity.may_fit`'s rule on the released capacity)."""
+        the head asks for (`Capacity.may_fit`'s rule on the released capacity).
+
+        `blocked` says the head fits on no node now (the caller's placement just failed). A head that
+        every eligible pool holds on one node then starts to fit only on a node a release gives back
+        to, so the placer is asked only once such a node holds it: the same reservation, without the
+        placements that must fail."""
         capacity = self.capacity
         scratch = capacity.free.copy()
         node_pool, pool_free = capacity.node_pool, capacity.pool_free.copy()
         wanted = set(demand.pools)
+        gpus = demand.gpus
+        need = _one_node_need(demand, capacity.pools) if blocked else None
+        free_g, free_c, free_m = scratch.gpus, scratch.cpus, scratch.mem
         for end, _, alloc in capacity.running:
             scratch.give(alloc)
             relevant = False
@@ -81,8 +116,16 @@ class Easy:
                 p = node_pool[s.node]
                 pool_free[p] += s.gpus
                 relevant = relevant or p in wanted
-            if not relevant or all(pool_free[p] < demand.gpus for p in demand.pools):
+            if not relevant or all(pool_free[p] < gpus for p in demand.pools):
                 continue
+            if need is not None:
+                for s in alloc:
+                    n = s.node
+                    cpus, mem = need.get(node_pool[n], _NO_ROOM)
+                    if free_g[n] >= gpus and free_c[n] >= cpus and free_m[n] >= mem:
+                        break
+                else:
+                    continue
             placed = place(demand, capacity.pools, scratch, self.greedy)
             if placed is not None:
                 g, c, m = scratch.gpus, scratch.cpus, scratch.mem
@@ -96,47 +139,84 @@ class Easy:
 
     def backfill(
         self,
-        candidates: Iterable[C],
+        candidates: Sequence[C],
+        idx: npt.NDArray[np.int64],
         reservation: Reservation,
         now: float,
         start: Callable[[C, Allocation, float], None],
         started: set[int],
     ) -> None:
         """Start, in order, every candidate that fits without delaying the head: `start(job, allocation,
-        now)` starts it (and updates the capacity), and its index joins `started`. The run passes its
-        `start` per call: kept here, it would tie the run and this object in a cycle, and a finished run
-        would wait for a full garbage collection instead of being freed at once.
+        now)` starts it (and updates the capacity), and its index joins `started`. `idx` holds the
+        candidates' `idx`, in their order. The run passes its `start` per call: kept here, it would tie
+        the run and this object in a cycle, and a finished run would wait for a full garbage collection
+        instead of being freed at once.
 
         Free capacity only shrinks during a pass, so once a job fails, a job of the same shape asking
-        for at least as many GPUs fails too (`failed`); one list lookup, the most free GPUs of the job's
-        pools, rejects most candidates of a long queue."""
+        for at least as many GPUs fails too (`failed`); with the most free GPUs of each job's pools,
+        that rejects most candidates of a long queue, compiled (`next_candidate`): only the jobs it
+        offers reach the placer."""
         shadow, caps = reservation
         capacity, failed, greedy = self.capacity, self.failed, self.greedy
+        rows, est = self.table
         touched: list[int] = []
-        group_free = capacity.most_free(self.groups)
+        group_free = np.array(capacity.most_free(self.groups), dtype=np.int64)
         try:
-            for entry in candidates:
-                gpus = entry.gpus
-                if gpus > group_free[entry.group]:
-                    continue
+            at = next_candidate(idx, 0, rows, est, group_free, failed, now, shadow)
+            while at >= 0:
+                entry = candidates[at]
                 short = now + entry.est <= shadow
                 memo = 2 * entry.shape + short
-                if gpus >= failed[memo]:
-                    continue
                 alloc = place(entry.demand, capacity.pools, capacity.free, greedy, None if short else caps)
                 if alloc is None:
                     if failed[memo] == NEVER:
                         touched.append(memo)
-                    failed[memo] = gpus
-                    continue
-                start(entry, alloc, now)
-                started.add(entry.idx)
-                group_free = capacity.most_free(self.groups)
-                if not short:
-                    for s in alloc:
-                        if s.node in caps:
-                            cg, cc, cm = caps[s.node]
-                            caps[s.node] = (cg - s.gpus, cc - s.cpus, cm - s.mem_mb)
+                    failed[memo] = entry.gpus
+                else:
+                    start(entry, alloc, now)
+                    started.add(entry.idx)
+                    group_free = np.array(capacity.most_free(self.groups), dtype=np.int64)
+                    if not short:
+                        for s in alloc:
+                            if s.node in caps:
+                                cg, cc, cm = caps[s.node]
+                                caps[s.node] = (cg - s.gpus, cc - s.cpus, cm - s.mem_mb)
+                at = next_candidate(idx, at + 1, rows, est, group_free, failed, now, shadow)
         finally:
             for memo in touched:
                 failed[memo] = NEVER
+
+
+def _one_node_need(demand: Demand, pools: Sequence[Pool]) -> dict[int, tuple[int, int]] | None:
+    """Per eligible pool, the CPUs and memory a node of it must have free to hold the job alone (as the
+    placer's one-node rule reads them); None if some pool would have to span nodes."""
+    if any(demand.gpus > pools[p].gpus for p in demand.pools):
+        return None
+    g = demand.gpus
+    return {p: (demand.slice_cpus(k, g), demand.slice_mem(k, g)) for k, p in enumerate(demand.pools)}
+
+
+@njit(cache=True)
+def next_candidate(
+    idx: npt.NDArray[np.int64],
+    at: int,
+    rows: npt.NDArray[np.int64],
+    est: npt.NDArray[np.float64],
+    group_free: npt.NDArray[np.int64],
+    failed: npt.NDArray[np.int64],
+    now: float,
+    shadow: float,
+) -> int:
+    """The first position from `at` whose job may fit: no more GPUs than one of its pools has free,
+    and fewer than failed for its shape (short or long) in this pass; -1 if none. A queue of hundreds
+    is mostly rejected here, in a Python loop about 70 ns a job."""
+    for i in range(at, idx.shape[0]):
+        j = idx[i]
+        gpus = rows[j, 0]
+        if gpus > group_free[rows[j, 1]]:
+            continue
+        short = 1 if now + est[j] <= shadow else 0
+        if gpus >= failed[2 * rows[j, 2] + short]:
+            continue
+        return i
+    return -1

@@ -24,8 +24,12 @@ overdue job counts as ending "now" when reservations are computed.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
 
 from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
 from rltuned.errors import SolverError
@@ -34,7 +38,7 @@ from rltuned.placement.milp import MilpConfig, milp_place
 from rltuned.placement.pools import Demand, build_pools, demands_for, node_pool_index
 from rltuned.policies.base import Policy
 from rltuned.sim.capacity import Capacity
-from rltuned.sim.easy import Easy, Reservation
+from rltuned.sim.easy import Easy, Reservation, job_table
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
 
@@ -246,6 +250,8 @@ class _Run:
         self.static_history = self.history.view(self.origin, None)
         self.engine: Engine[_Job] = Engine()
         self.queue: list[_Job] = []
+        self.queue_idx = array("q")
+        """The queue's job indices, in its order: what the backfill pass scans (`Easy.backfill`)."""
         self.queue_keys: list[tuple[float, float, int]] = []
         self.by_idx: dict[int, _Job] = {}
         self.done: list[_Job] = []
@@ -261,7 +267,8 @@ class _Run:
             entry = _Job(idx, job, demand, group, shapes.setdefault(demand.shape, len(shapes)))
             self.by_idx[idx] = entry
             self.engine.schedule(job.submit, ARRIVAL, entry)
-        self.easy = Easy(self.capacity, list(groups), len(shapes), self.greedy)
+        table = job_table(self.by_idx.values(), len(jobs))
+        self.easy = Easy(self.capacity, list(groups), len(shapes), self.greedy, table)
 
     def execute(self) -> SimResult:
         for _ in self.loop():
@@ -319,12 +326,14 @@ class _Run:
     def _enqueue(self, entry: _Job, now: float) -> None:
         if self.policy.dynamic:
             self.queue.append(entry)
+            self.queue_idx.append(entry.idx)
             return
         entry.key = self.policy.key(entry.job, self._context(now))
         sort_key = (entry.key, entry.job.submit, entry.idx)
         at = bisect.bisect(self.queue_keys, sort_key)
         self.queue_keys.insert(at, sort_key)
         self.queue.insert(at, entry)
+        self.queue_idx.insert(at, entry.idx)
 
     def _ordered(self, now: float) -> list[_Job]:
         if not self.policy.dynamic:
@@ -356,10 +365,15 @@ class _Run:
             self.committed = order[head_at]
         elif head_at < len(order):
             head = order[head_at]
-            self.reservation = reservation = self.easy.reserve(head.demand, now)
+            self.reservation = reservation = self.easy.reserve(head.demand, now, blocked=True)
             self.promised.setdefault(head.job.id, reservation.shadow)
-            candidates = order[head_at + 1 : head_at + 1 + self.cfg.backfill_depth]
-            self.easy.backfill(candidates, reservation, now, self._start, started)
+            lo, hi = head_at + 1, head_at + 1 + self.cfg.backfill_depth
+            candidates = order[lo:hi]
+            if order is self.queue:  # a copy of the slice: the queue's array stays free to change
+                idx = np.frombuffer(self.queue_idx[lo:hi], dtype=np.int64)
+            else:
+                idx = _indices(candidates)
+            self.easy.backfill(candidates, idx, reservation, now, self._start, started)
         if started:
             self._drop_started(started)
 
@@ -412,11 +426,13 @@ class _Run:
                 if not self.cfg.backfill:
                     self.committed = chosen
                 else:
-                    self.reservation = reservation = self.easy.reserve(chosen.demand, now)
+                    # The solver may leave a job unplaced that the greedy placer would place.
+                    blocked = self.cfg.placement != "milp"
+                    self.reservation = reservation = self.easy.reserve(chosen.demand, now, blocked)
                     self.promised.setdefault(chosen.job.id, reservation.shadow)
                     started: set[int] = set()
                     others = [e for e in order if e is not chosen][: self.cfg.backfill_depth]
-                    self.easy.backfill(others, reservation, now, self._start, started)
+                    self.easy.backfill(others, _indices(others), reservation, now, self._start, started)
                     if started:
                         self._drop_started(started)
                 return
@@ -450,7 +466,7 @@ class _Run:
         if len(self.queue) > self.cfg.backfill_depth + 1:
             return False  # earlier backfills may have moved unexamined jobs into the backfill window
         started: set[int] = set()
-        self.easy.backfill(arrived, self.reservation, now, self._start, started)
+        self.easy.backfill(arrived, _indices(arrived), self.reservation, now, self._start, started)
         if started:
             self._drop_started(started)
         return True
@@ -481,6 +497,7 @@ class _Run:
             prefix += 1
         if prefix == len(started):  # the common case: the jobs at the front started
             del queue[:prefix]
+            del self.queue_idx[:prefix]
             if not self.policy.dynamic:
                 del self.queue_keys[:prefix]
             return
@@ -488,11 +505,13 @@ class _Run:
             by_idx = self.by_idx
             for at in sorted((queue.index(by_idx[idx]) for idx in started), reverse=True):
                 del queue[at]
+                del self.queue_idx[at]
                 if not self.policy.dynamic:
                     del self.queue_keys[at]
             return
         keep = [i for i, e in enumerate(queue) if e.idx not in started]
         self.queue = [queue[i] for i in keep]
+        self.queue_idx = array("q", [e.idx for e in self.queue])
         if not self.policy.dynamic:
             self.queue_keys = [self.queue_keys[i] for i in keep]
 
@@ -510,3 +529,8 @@ class _Run:
             history=self.history.view(now, self._running_jobs()),
             origin=self.origin,
         )
+
+
+def _indices(entries: Sequence[_Job]) -> npt.NDArray[np.int64]:
+    """The jobs' indices, in their order: the backfill pass's scan reads these (`Easy.backfill`)."""
+    return np.fromiter((e.idx for e in entries), dtype=np.int64, count=len(entries))

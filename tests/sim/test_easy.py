@@ -3,9 +3,11 @@ and the per-pass memo of failed shapes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from rltuned.domain import Allocation, Slice
@@ -13,7 +15,7 @@ from rltuned.placement.greedy import place
 from rltuned.placement.pools import Demand, build_pools, demand_for, node_pool_index
 from rltuned.sim import easy
 from rltuned.sim.capacity import Capacity
-from rltuned.sim.easy import NEVER, Easy, Reservation
+from rltuned.sim.easy import NEVER, Easy, Reservation, job_table
 from tests.builders import cluster, job
 
 SPEC = cluster(("V100", 4, 2))  # one pool: two 4-GPU nodes, 4 CPUs and 8 GiB per GPU
@@ -47,15 +49,22 @@ def busy() -> Capacity:
     return cap
 
 
-def run_easy(cap: Capacity) -> tuple[Easy, Callable[[Queued, Allocation, float], None], list[int]]:
-    """EASY on `cap`, the `start` a run would pass it, and the jobs started, in order."""
+def run_easy(
+    cap: Capacity, queue: Sequence[Queued] = ()
+) -> tuple[Easy, Callable[[Queued, Allocation, float], None], list[int]]:
+    """EASY on `cap` for the jobs of `queue`, the `start` a run would pass it, and the jobs started, in
+    order."""
     started: list[int] = []
 
     def start(entry: Queued, alloc: Allocation, now: float) -> None:
         cap.take(alloc, now + entry.est, entry.idx)
         started.append(entry.idx)
 
-    return Easy(cap, [(0,)], 1, "pack"), start, started
+    return Easy(cap, [(0,)], 1, "pack", job_table(queue, 8)), start, started
+
+
+def indices(queue: Sequence[Queued]) -> npt.NDArray[np.int64]:
+    return np.array([q.idx for q in queue], dtype=np.int64)
 
 
 def test_the_head_is_reserved_where_the_first_release_makes_room() -> None:
@@ -75,10 +84,10 @@ def test_only_jobs_that_cannot_delay_the_head_start() -> None:
     """The 4-GPU head holds node 1 from 50: a 1-GPU job ending by 50 takes node 1's free GPU; one
     ending later may not (the caps leave nothing on node 1), and no other node has room."""
     cap = busy()
-    e, start, started = run_easy(cap)
-    reservation = e.reserve(demand(4), now=0.0)
     long, short = Queued(2, demand(1), 60.0), Queued(3, demand(1), 50.0)
-    e.backfill([long, short], reservation, 0.0, start, set())
+    e, start, started = run_easy(cap, [long, short])
+    reservation = e.reserve(demand(4), now=0.0)
+    e.backfill([long, short], indices([long, short]), reservation, 0.0, start, set())
     assert started == [3]
     assert cap.free.gpus == [0, 0]
 
@@ -97,9 +106,28 @@ def test_a_failed_shape_skips_jobs_as_large_for_the_rest_of_the_pass(monkeypatch
     cap = Capacity(SPEC, POOLS, node_pool_index(SPEC, POOLS))
     cap.take((Slice(0, 3, 12, 24576),), 100.0, 0)
     cap.take((Slice(1, 3, 12, 24576),), 50.0, 1)
-    e, start, started = run_easy(cap)
     queue = [Queued(2, demand(2), 5.0), Queued(3, demand(2), 5.0), Queued(4, demand(1), 5.0)]
-    e.backfill(queue, Reservation(1e9, {}), 0.0, start, set())
+    e, start, started = run_easy(cap, queue)
+    e.backfill(queue, indices(queue), Reservation(1e9, {}), 0.0, start, set())
     assert asked == [2, 1]
     assert started == [4]
-    assert e.failed == [NEVER, NEVER]
+    assert e.failed.tolist() == [NEVER, NEVER]
+
+
+def test_the_scan_offers_only_jobs_that_may_fit() -> None:
+    """`next_candidate` skips a job asking more GPUs than its pools have free and one asking at least
+    what already failed for its shape and length; a job of the same shape that ends before the shadow
+    time has its own memo."""
+    queue = [
+        Queued(0, demand(3), 5.0),  # more than the 2 free GPUs
+        Queued(1, demand(2), 50.0),  # long: 2 GPUs of this shape already failed long
+        Queued(2, demand(2), 5.0),  # short: nothing failed short
+    ]
+    rows, est = job_table(queue, 3)
+    free = np.array([2], dtype=np.int64)
+    failed = np.array([NEVER, NEVER], dtype=np.int64)
+    args = (rows, est, free, failed, 0.0, 10.0)
+    assert easy.next_candidate(indices(queue), 0, *args) == 1
+    failed[0] = 2  # shape 0, long
+    assert easy.next_candidate(indices(queue), 0, *args) == 2
+    assert easy.next_candidate(indices(queue), 3, *args) == -1

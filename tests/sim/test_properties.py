@@ -11,6 +11,7 @@ from rltuned.core.levers import Action
 from rltuned.core.plan import Plan
 from rltuned.domain import ClusterSpec, Job
 from rltuned.policies import POLICIES, make_policy
+from rltuned.sim import easy
 from rltuned.sim.simulator import SimConfig, SimResult, Simulator
 from rltuned.sim.slurm import SlurmRun
 from tests.builders import cluster
@@ -150,4 +151,25 @@ def test_skipping_a_repeated_backfill_pass_changes_no_start(
     full = drive(_EveryPass(spec, jobs, interval_s=20.0))
     assert [(r.job.id, r.start, r.allocation) for r in shortcut.records] == [
         (r.job.id, r.start, r.allocation) for r in full.records
+    ]
+
+
+@given(workloads(), st.sampled_from(["pack", "spread"]), st.sampled_from(sorted(POLICIES)))
+@settings(max_examples=100)
+def test_reserving_only_where_a_release_makes_room_changes_no_start(
+    workload: tuple[ClusterSpec, list[Job]], placement: str, policy: str
+) -> None:
+    """A blocked head's reservation asks the placer only once a node a release gave back holds it
+    (`Easy.reserve`); asking at every release whose pools have the GPUs gives the same schedule."""
+    spec, jobs = workload
+    config = SimConfig(placement=placement)
+    shortcut = Simulator(spec, make_policy(policy), config).run(jobs)
+    original = easy._one_node_need
+    easy._one_node_need = lambda demand, pools: None
+    try:
+        every = Simulator(spec, make_policy(policy), config).run(jobs)
+    finally:
+        easy._one_node_need = original
+    assert [(r.job.id, r.start, r.allocation) for r in shortcut.records] == [
+        (r.job.id, r.start, r.allocation) for r in every.records
     ]
