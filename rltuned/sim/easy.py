@@ -8,7 +8,7 @@ before the shadow time, or stays within the caps (it uses nothing the head will 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
 import numpy as np
@@ -62,20 +62,22 @@ class JobTable(NamedTuple):
 
 def job_table(entries: Iterable[Candidate], size: int) -> JobTable:
     """The table of a run whose job indices are below `size`."""
+    listed = list(entries)
     rows = np.zeros((size, 3), dtype=np.int64)
     est = np.zeros(size, dtype=np.float64)
-    for e in entries:
-        rows[e.idx] = (e.gpus, e.group, e.shape)
-        est[e.idx] = e.est
+    if listed:
+        at = np.array([e.idx for e in listed], dtype=np.int64)
+        rows[at] = np.array([(e.gpus, e.group, e.shape) for e in listed], dtype=np.int64)
+        est[at] = np.array([e.est for e in listed], dtype=np.float64)
     return JobTable(rows, est)
 
 
 class Easy:
     """EASY backfilling for one run: `groups` are the run's sets of eligible pools (`Candidate.group`
-    indexes them), `shapes` the number of demand shapes it numbered (`Candidate.shape`), and `table`
-    its jobs as the pass reads them."""
+    indexes them), `shapes` the number of demand shapes it numbered (`Candidate.shape`), and `jobs`
+    every job the run may queue, with indices below `size`."""
 
-    __slots__ = ("capacity", "failed", "greedy", "groups", "table")
+    __slots__ = ("_jobs", "_size", "_table", "capacity", "failed", "greedy", "groups")
 
     def __init__(
         self,
@@ -83,15 +85,25 @@ class Easy:
         groups: Sequence[tuple[int, ...]],
         shapes: int,
         greedy: str,
-        table: JobTable,
+        jobs: Collection[Candidate],
+        size: int,
     ) -> None:
         self.capacity = capacity
         self.groups = groups
         self.greedy = greedy
-        self.table = table
+        self._jobs, self._size = jobs, size
+        self._table: JobTable | None = None
         self.failed = np.full(2 * shapes, NEVER, dtype=np.int64)
         """The fewest GPUs that failed in this pass per (shape, short) at 2 x shape + short; NEVER
         between passes (each pass resets the slots it touched)."""
+
+    @property
+    def table(self) -> JobTable:
+        """The jobs as the backfill pass reads them, built at the first pass: a run whose queue never
+        blocks (most windows of an HPC log) never needs it."""
+        if self._table is None:
+            self._table = job_table(self._jobs, self._size)
+        return self._table
 
     def reserve(self, demand: Demand, now: float, blocked: bool = False) -> Reservation:
         """Release the running jobs in order of expected end until the head fits. The placer is asked

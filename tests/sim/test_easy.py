@@ -60,7 +60,7 @@ def run_easy(
         cap.take(alloc, now + entry.est, entry.idx)
         started.append(entry.idx)
 
-    return Easy(cap, [(0,)], 1, "pack", job_table(queue, 8)), start, started
+    return Easy(cap, [(0,)], 1, "pack", queue, 8), start, started
 
 
 def indices(queue: Sequence[Queued]) -> npt.NDArray[np.int64]:
