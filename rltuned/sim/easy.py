@@ -21,6 +21,10 @@ from rltuned.placement.pools import Demand, Pool
 from rltuned.sim.capacity import Capacity
 
 NEVER = 1 << 30  # more GPUs than any job asks for
+COMPILED_FROM = 16
+"""Backfill passes over at least this many candidates scan them compiled (`next_candidate`); below it,
+building the arrays costs more than the Python scan (half of Philly's passes test fewer than 8: most
+are one arrival tested against the head's reservation)."""
 _NO_ROOM = (NEVER, NEVER)
 """What `Easy.reserve` asks of a node outside the head's pools: more CPUs than any node has."""
 
@@ -152,29 +156,32 @@ class Easy:
     def backfill(
         self,
         candidates: Sequence[C],
-        idx: npt.NDArray[np.int64],
         reservation: Reservation,
         now: float,
         start: Callable[[C, Allocation, float], None],
         started: set[int],
+        idx: npt.NDArray[np.int64] | None = None,
     ) -> None:
         """Start, in order, every candidate that fits without delaying the head: `start(job, allocation,
-        now)` starts it (and updates the capacity), and its index joins `started`. `idx` holds the
-        candidates' `idx`, in their order. The run passes its `start` per call: kept here, it would tie
-        the run and this object in a cycle, and a finished run would wait for a full garbage collection
-        instead of being freed at once.
+        now)` starts it (and updates the capacity), and its index joins `started`. `idx`, when the
+        caller keeps it, holds the candidates' `idx` in their order. The run passes its `start` per
+        call: kept here, it would tie the run and this object in a cycle, and a finished run would wait
+        for a full garbage collection instead of being freed at once.
 
         Free capacity only shrinks during a pass, so once a job fails, a job of the same shape asking
         for at least as many GPUs fails too (`failed`); with the most free GPUs of each job's pools,
-        that rejects most candidates of a long queue, compiled (`next_candidate`): only the jobs it
-        offers reach the placer."""
+        that rejects most candidates of a long queue before the placer sees them: compiled
+        (`next_candidate`) from `COMPILED_FROM` candidates, in Python below (the same rule)."""
         shadow, caps = reservation
         capacity, failed, greedy = self.capacity, self.failed, self.greedy
-        rows, est = self.table
+        if len(candidates) < COMPILED_FROM:
+            idx = None
+        elif idx is None:
+            idx = np.array([e.idx for e in candidates], dtype=np.int64)
         touched: list[int] = []
-        group_free = np.array(capacity.most_free(self.groups), dtype=np.int64)
+        group_free = self._group_free(idx is not None)
         try:
-            at = next_candidate(idx, 0, rows, est, group_free, failed, now, shadow)
+            at = self._next(candidates, idx, 0, group_free, now, shadow)
             while at >= 0:
                 entry = candidates[at]
                 short = now + entry.est <= shadow
@@ -187,16 +194,44 @@ class Easy:
                 else:
                     start(entry, alloc, now)
                     started.add(entry.idx)
-                    group_free = np.array(capacity.most_free(self.groups), dtype=np.int64)
+                    group_free = self._group_free(idx is not None)
                     if not short:
                         for s in alloc:
                             if s.node in caps:
                                 cg, cc, cm = caps[s.node]
                                 caps[s.node] = (cg - s.gpus, cc - s.cpus, cm - s.mem_mb)
-                at = next_candidate(idx, at + 1, rows, est, group_free, failed, now, shadow)
+                at = self._next(candidates, idx, at + 1, group_free, now, shadow)
         finally:
             for memo in touched:
                 failed[memo] = NEVER
+
+    def _group_free(self, compiled: bool) -> list[int] | npt.NDArray[np.int64]:
+        """The most free GPUs of any one pool of each group, as the scan reads them."""
+        most = self.capacity.most_free(self.groups)
+        return np.array(most, dtype=np.int64) if compiled else most
+
+    def _next(
+        self,
+        candidates: Sequence[C],
+        idx: npt.NDArray[np.int64] | None,
+        at: int,
+        group_free: list[int] | npt.NDArray[np.int64],
+        now: float,
+        shadow: float,
+    ) -> int:
+        """The first position from `at` whose job may fit (`next_candidate`'s rule); -1 if none."""
+        failed = self.failed
+        if idx is not None:
+            assert isinstance(group_free, np.ndarray)
+            rows, est = self.table
+            return int(next_candidate(idx, at, rows, est, group_free, failed, now, shadow))
+        for i in range(at, len(candidates)):
+            entry = candidates[i]
+            gpus = entry.gpus
+            short = now + entry.est <= shadow
+            if gpus <= group_free[entry.group] and gpus < failed[2 * entry.shape + short]:
+                return i
+        return -1
 
 
 def _one_node_need(demand: Demand, pools: Sequence[Pool]) -> dict[int, tuple[int, int]] | None:

@@ -29,7 +29,6 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
 from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
 from rltuned.errors import SolverError
@@ -38,7 +37,7 @@ from rltuned.placement.milp import MilpConfig, milp_place
 from rltuned.placement.pools import Demand, build_pools, demands_for, node_pool_index
 from rltuned.policies.base import Policy
 from rltuned.sim.capacity import Capacity
-from rltuned.sim.easy import Easy, Reservation
+from rltuned.sim.easy import COMPILED_FROM, Easy, Reservation
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
 
@@ -267,7 +266,6 @@ class _Run:
             entry = _Job(idx, job, demand, group, shapes.setdefault(demand.shape, len(shapes)))
             self.by_idx[idx] = entry
             self.engine.schedule(job.submit, ARRIVAL, entry)
-        self.every = np.arange(len(jobs), dtype=np.int64)
         queued = self.by_idx.values()
         self.easy = Easy(self.capacity, list(groups), len(shapes), self.greedy, queued, len(jobs))
 
@@ -370,11 +368,11 @@ class _Run:
             self.promised.setdefault(head.job.id, reservation.shadow)
             lo, hi = head_at + 1, head_at + 1 + self.cfg.backfill_depth
             candidates = order[lo:hi]
-            if order is self.queue:  # a copy of the slice: the queue's array stays free to change
+            idx = None
+            if order is self.queue and len(candidates) >= COMPILED_FROM:
+                # A copy of the slice: the queue's array stays free to change.
                 idx = np.frombuffer(self.queue_idx[lo:hi], dtype=np.int64)
-            else:
-                idx = self._indices(candidates)
-            self.easy.backfill(candidates, idx, reservation, now, self._start, started)
+            self.easy.backfill(candidates, reservation, now, self._start, started, idx)
         if started:
             self._drop_started(started)
 
@@ -433,7 +431,7 @@ class _Run:
                     self.promised.setdefault(chosen.job.id, reservation.shadow)
                     started: set[int] = set()
                     others = [e for e in order if e is not chosen][: self.cfg.backfill_depth]
-                    self.easy.backfill(others, self._indices(others), reservation, now, self._start, started)
+                    self.easy.backfill(others, reservation, now, self._start, started)
                     if started:
                         self._drop_started(started)
                 return
@@ -467,18 +465,10 @@ class _Run:
         if len(self.queue) > self.cfg.backfill_depth + 1:
             return False  # earlier backfills may have moved unexamined jobs into the backfill window
         started: set[int] = set()
-        self.easy.backfill(arrived, self._indices(arrived), self.reservation, now, self._start, started)
+        self.easy.backfill(arrived, self.reservation, now, self._start, started)
         if started:
             self._drop_started(started)
         return True
-
-    def _indices(self, entries: Sequence[_Job]) -> npt.NDArray[np.int64]:
-        """The jobs' indices, in their order, as the backfill pass's scan reads them (`Easy.backfill`);
-        one job's is a view of `every`, the common case of one arrival."""
-        if len(entries) == 1:
-            at = entries[0].idx
-            return self.every[at : at + 1]
-        return np.array([e.idx for e in entries], dtype=np.int64)
 
     def _place(self, entry: _Job, caps: Caps | None = None) -> Allocation | None:
         if not self.capacity.may_fit(entry.demand):

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rltuned.domain import Allocation, Slice
 from rltuned.placement.greedy import place
@@ -33,6 +35,17 @@ class Queued:
     @property
     def gpus(self) -> int:
         return self.demand.gpus
+
+
+@dataclass
+class Scanned(Queued):
+    """A queued job as the scan reads it: any GPU count, whatever its demand."""
+
+    asked: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.asked
 
 
 def demand(gpus: int) -> Demand:
@@ -87,7 +100,7 @@ def test_only_jobs_that_cannot_delay_the_head_start() -> None:
     long, short = Queued(2, demand(1), 60.0), Queued(3, demand(1), 50.0)
     e, start, started = run_easy(cap, [long, short])
     reservation = e.reserve(demand(4), now=0.0)
-    e.backfill([long, short], indices([long, short]), reservation, 0.0, start, set())
+    e.backfill([long, short], reservation, 0.0, start, set())
     assert started == [3]
     assert cap.free.gpus == [0, 0]
 
@@ -108,7 +121,7 @@ def test_a_failed_shape_skips_jobs_as_large_for_the_rest_of_the_pass(monkeypatch
     cap.take((Slice(1, 3, 12, 24576),), 50.0, 1)
     queue = [Queued(2, demand(2), 5.0), Queued(3, demand(2), 5.0), Queued(4, demand(1), 5.0)]
     e, start, started = run_easy(cap, queue)
-    e.backfill(queue, indices(queue), Reservation(1e9, {}), 0.0, start, set())
+    e.backfill(queue, Reservation(1e9, {}), 0.0, start, set())
     assert asked == [2, 1]
     assert started == [4]
     assert e.failed.tolist() == [NEVER, NEVER]
@@ -131,3 +144,26 @@ def test_the_scan_offers_only_jobs_that_may_fit() -> None:
     failed[0] = 2  # shape 0, long
     assert easy.next_candidate(indices(queue), 0, *args) == 2
     assert easy.next_candidate(indices(queue), 3, *args) == -1
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 12), st.integers(0, 2), st.integers(0, 2), st.sampled_from([5.0, 10.0, 50.0])
+        ),
+        max_size=40,
+    ),
+    st.lists(st.integers(0, 12), min_size=3, max_size=3),
+    st.lists(st.sampled_from([1, 4, 8, NEVER]), min_size=6, max_size=6),
+    st.integers(0, 40),
+)
+def test_the_python_scan_and_the_compiled_scan_offer_the_same_jobs(
+    jobs: list[tuple[int, int, int, float]], free: list[int], failed: list[int], at: int
+) -> None:
+    """Short passes scan in Python, long ones compiled (`easy.COMPILED_FROM`): the same rule."""
+    queue = [Scanned(i, demand(1), est, group, shape, g) for i, (g, group, shape, est) in enumerate(jobs)]
+    e = Easy(busy(), [(0,), (0,), (0,)], 3, "pack", queue, len(queue))
+    e.failed[:] = failed
+    python = e._next(queue, None, at, free, 0.0, 10.0)
+    compiled = e._next(queue, indices(queue), at, np.array(free, dtype=np.int64), 0.0, 10.0)
+    assert python == compiled
