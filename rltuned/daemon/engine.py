@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from rltuned.core import Action, Change, Placements, Plan, Ranking, decide
-from rltuned.core.inputs import HISTORY_INPUTS, POLICY_INPUTS
+from rltuned.core.inputs import reads_history
 from rltuned.core.levers import HOLD_RELEASE, LEVERS
 from rltuned.core.quiet import due, remember
 from rltuned.daemon.config import Settings
@@ -167,7 +167,7 @@ class Engine:
         """Fair-share usage and past runtimes for a base policy that reads them, every
         `slurm.history_interval_s`; a failed read is logged and counted, and the last history stays."""
         s = self.settings.slurm
-        if not s.history_interval_s or not POLICY_INPUTS[self.base.lower()] & HISTORY_INPUTS:
+        if not s.history_interval_s or not reads_history(self.base):
             return self.history
         clock = time.monotonic()
         if clock - self.history_at < s.history_interval_s:

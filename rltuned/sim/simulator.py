@@ -36,6 +36,7 @@ from rltuned.placement.greedy import Caps, place
 from rltuned.placement.milp import MilpConfig, milp_place
 from rltuned.placement.pools import Demand, build_pools, demands_for, node_pool_index
 from rltuned.policies.base import Policy
+from rltuned.policies.inputs import reads_history
 from rltuned.sim.capacity import Capacity
 from rltuned.sim.easy import COMPILED_FROM, Easy, Reservation
 from rltuned.sim.engine import Engine
@@ -246,6 +247,8 @@ class _Run:
         self.solver_calls = 0
         self.solver_fallbacks = 0
         self.history = HistoryTracker(self.origin, self.cfg.fairshare_half_life_s)
+        # Only a key that reads the accounting, or a chooser's snapshot, sees the finished jobs.
+        self.keeps_history = choosing or _reads_history(self.policy.name)
         self.static_history = self.history.view(self.origin, None)
         self.engine: Engine[_Job] = Engine()
         self.queue: list[_Job] = []
@@ -312,9 +315,9 @@ class _Run:
 
     # --- queue -------------------------------------------------------------------------------------
     def _context(self, now: float) -> PriorityContext:
-        """Usage (fair-share) changes continuously, so only dynamic policies pay for computing it; a static
-        policy's view holds live runtime means only, so one serves the whole run."""
-        if not self.policy.dynamic:
+        """Usage (fair-share) changes continuously, so only dynamic policies that read it pay for computing
+        it; a static policy's view holds live runtime means only, so one serves the whole run."""
+        if not self.policy.dynamic or not self.keeps_history:
             return PriorityContext(now, self.total_gpus, self.static_history, self.origin, self.nodes)
         history = self.history.view(now, self._running_jobs())
         return PriorityContext(now, self.total_gpus, history, self.origin, self.nodes)
@@ -486,7 +489,8 @@ class _Run:
         now = self.engine.now
         entry.end = now
         self.capacity.give(entry.alloc, entry.start + entry.est, entry.idx)
-        self.history.record(entry.job, entry.start, now)
+        if self.keeps_history:
+            self.history.record(entry.job, entry.start, now)
         self.done.append(entry)
 
     def _drop_started(self, started: set[int]) -> None:
@@ -528,3 +532,11 @@ class _Run:
             history=self.history.view(now, self._running_jobs()),
             origin=self.origin,
         )
+
+
+def _reads_history(policy: str) -> bool:
+    """`policies.inputs.reads_history`, and True for a policy it does not know (a caller's own)."""
+    try:
+        return reads_history(policy)
+    except KeyError:
+        return True

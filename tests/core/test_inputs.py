@@ -13,6 +13,7 @@ from rltuned.core.inputs import (
     POLICY_INPUTS,
     READABLE_FROM_SLURM,
     readable_bases,
+    reads_history,
     time_invariant,
     unreadable_inputs,
 )
@@ -98,3 +99,14 @@ def test_a_time_invariant_base_keys_the_same_as_the_clock_and_the_accounting_mov
     policy = make_policy(base)
     moved = [policy.key(j, then) for j in JOBS] != [policy.key(j, later) for j in JOBS]
     assert time_invariant(base) is not moved
+
+
+@pytest.mark.parametrize("base", list(POLICIES))
+def test_a_base_that_reads_no_history_keys_the_same_without_it(base: str) -> None:
+    """`reads_history` lets the simulator keep no history of finished jobs for a base: it must hold
+    exactly for the policies whose keys move when the accounting fills."""
+    empty = PriorityContext(NOW, 16)
+    filled = PriorityContext(NOW, 16, ACCRUED)
+    policy = make_policy(base)
+    moved = [policy.key(j, empty) for j in JOBS] != [policy.key(j, filled) for j in JOBS]
+    assert reads_history(base) is moved
