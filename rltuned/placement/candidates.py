@@ -33,7 +33,7 @@ def candidates(demand: Demand, pools: Sequence[Pool], free: FreeCapacity, per_le
 
 def _single_node(demand: Demand, k: int, pool: Pool, free: FreeCapacity, per_level: int) -> list[Allocation]:
     g = demand.gpus
-    need_c, need_m = demand.slice_cpus(k, g), demand.slice_mem(k, g)
+    need_c, need_m = demand.one_node[k]
     taken: dict[tuple[int, int, int], int] = {}
     out: list[Allocation] = []
     for n in pool.nodes:

@@ -93,7 +93,7 @@ def _cons_tres(
         pool = pools[p]
         if g > pool.gpus:
             continue
-        need_c, need_m = demand.slice_cpus(k, g), demand.slice_mem(k, g)
+        need_c, need_m = demand.one_node[k]
         for n in pool.nodes:
             f_g, f_c, f_m = free.gpus[n], free.cpus[n], free.mem[n]
             if caps is not None and n in caps:
@@ -143,7 +143,7 @@ def _single_node(
     demand: Demand, k: int, pool: Pool, free: FreeCapacity, strategy: str, caps: Caps | None
 ) -> Allocation | None:
     g = demand.gpus
-    need_c, need_m = demand.slice_cpus(k, g), demand.slice_mem(k, g)
+    need_c, need_m = demand.one_node[k]
     fg, fc, fm = free.gpus, free.cpus, free.mem
     pack = strategy == "pack"
     best_node, best_free = -1, -1

@@ -46,6 +46,14 @@ class Demand:
     shape: tuple[object, ...] = ()
     """Jobs of equal shape differ only in GPU count, and within a shape more GPUs never fit where fewer
     did not: same pools, per-GPU CPU and memory, and single- or multi-node in each pool."""
+    one_node: tuple[tuple[int, int], ...] = field(init=False, compare=False, repr=False)
+    """Per eligible pool, the CPUs and memory of the whole job on one node (`slice_cpus`, `slice_mem`
+    of all its GPUs): what a one-node placement tests at every node, computed once."""
+
+    def __post_init__(self) -> None:
+        g = self.gpus
+        whole = tuple((self.slice_cpus(k, g), self.slice_mem(k, g)) for k in range(len(self.pools)))
+        object.__setattr__(self, "one_node", whole)
 
     def slice_cpus(self, k: int, gpus: int) -> int:
         return math.ceil(gpus * self.cpu_per_gpu[k] - 1e-9)

@@ -239,8 +239,7 @@ def _one_node_need(demand: Demand, pools: Sequence[Pool]) -> dict[int, tuple[int
     placer's one-node rule reads them); None if some pool would have to span nodes."""
     if any(demand.gpus > pools[p].gpus for p in demand.pools):
         return None
-    g = demand.gpus
-    return {p: (demand.slice_cpus(k, g), demand.slice_mem(k, g)) for k, p in enumerate(demand.pools)}
+    return dict(zip(demand.pools, demand.one_node, strict=True))
 
 
 @njit(cache=True)
