@@ -24,6 +24,8 @@ COMPILED_FROM = 16
 """Pools of at least this many nodes place multi-node pack jobs compiled (below it, converting the
 free lists to arrays costs more than the Python scan)."""
 Caps = Mapping[int, tuple[int, int, int]]
+EXACT_FIT = (1, 0)
+"""Pack's best rank: one node, no GPU left over on it."""
 
 
 class FreeCapacity:
@@ -78,6 +80,8 @@ def place(
         rank = _rank(found, free, strategy)
         if best_rank is None or rank < best_rank:
             best, best_rank = found, rank
+            if rank == EXACT_FIT and strategy == "pack":
+                break  # no pool can rank lower, and an equal rank keeps the earlier pool
     return best
 
 

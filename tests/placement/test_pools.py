@@ -55,3 +55,19 @@ def test_the_slurm_model_runs_the_4_gpu_job_on_a_p100_node_after_the_p100_jobs()
     third = next(r for r in result.records if r.job.id == 3)
     assert third.start == 100  # not at 1 on k80-2 + k80-3
     assert {result.cluster.nodes[s.node].gpu_type for s in third.allocation} == {"P100"}
+
+
+def test_pack_takes_the_tightest_node_of_any_pool_and_an_exact_fit_ends_the_search() -> None:
+    """A 1-GPU job: the p100 pool (first) has a node with 2 GPUs free, the k80 pool one with exactly 1:
+    the k80 node wins, as the tightest fit. With both pools leaving one GPU over, the first pool's node
+    wins the tie; with an exact fit in the first pool, it is taken."""
+    pools = build_pools(LAB)
+    demand = demand_for(job(1, 0, 1, 60), pools)
+    assert demand is not None and len(demand.pools) == 3
+    mem = [32768, 32768, 16384, 16384, 8192]
+    tight_k80 = place(demand, pools, FreeCapacity([2, 0, 1, 0, 0], [16, 16, 8, 8, 4], mem), "pack")
+    assert tight_k80 is not None and [s.node for s in tight_k80] == [2]
+    tie = place(demand, pools, FreeCapacity([2, 0, 2, 0, 0], [16, 16, 8, 8, 4], mem), "pack")
+    assert tie is not None and [s.node for s in tie] == [0]
+    exact = place(demand, pools, FreeCapacity([1, 0, 1, 0, 1], [16, 16, 8, 8, 4], mem), "pack")
+    assert exact is not None and [s.node for s in exact] == [0]
