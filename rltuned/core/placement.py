@@ -17,7 +17,7 @@ from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job
 from rltuned.errors import SolverError
 from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.milp import MilpConfig, milp_place
-from rltuned.placement.pools import Demand, Pool, build_pools, demand_for
+from rltuned.placement.pools import Demand, Pool, build_pools, demands_for
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,8 @@ class Placements:
 def place_top(snapshot: ClusterSnapshot, order: Sequence[Job], config: MilpConfig) -> Placements:
     started = time.perf_counter()
     pools = pools_of(snapshot.cluster)
-    demands = [(job, demand_for(job, pools)) for job in order[: 2 * config.k]]
+    top = order[: 2 * config.k]
+    demands = list(zip(top, demands_for(top, pools), strict=True))  # one demand per request shape
     usable = [(job, d) for job, d in demands if d is not None]  # None: can never fit, Slurm will say so
     ranked, lookahead = usable[: config.k], usable[config.k :]
     if not ranked or not any(snapshot.free_gpus):
