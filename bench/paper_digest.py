@@ -6,12 +6,13 @@ Usage: python bench/paper_digest.py [--windows 2]
 `bench/schedule_digest.py` covers the daemon's loop; this covers `Simulator.run` and the choosing
 `Episode`. Runs 1,024-job windows (window seed 0) after a 512-job warm-up of NASA iPSC (`swf-128`,
 exact runtimes), wagap (`wagap-slice`), HPC2N (`hpc2n`), Philly (`philly-slice` and `philly`) and
-ITP (`itp-slice`), with `qssf-noise` limits on the GPU traces, under FCFS, SJF, multifactor and SAF
-with pack and spread placement, a backfill depth of 20, no backfilling and full passes
-(`incremental=False`), FCFS with `--placement milp` on Philly and ITP, and one choosing episode per
-window with seeded random choices. Each line prints a SHA-256 over every job's (id, start, end,
-allocation), warm-up jobs included. Two commits whose lines match schedule every job identically.
-Uses only public names, so it runs against older commits too.
+ITP (`itp-slice`), with `qssf-noise` limits on the GPU traces, under FCFS, SJF, multifactor, SAF,
+WFP3, UNICEP, QSSF and PSJF with pack and spread placement, a backfill depth of 20, no backfilling
+and full passes (`incremental=False`), FCFS with `--placement milp` on Philly and ITP, and one
+choosing episode per window with seeded random choices. Each line prints a SHA-256 over every job's
+(id, start, end, allocation), warm-up jobs included, and the start promised to each reserved head.
+Two commits whose lines match schedule every job identically. Uses only public names, so it runs
+against older commits too.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ TRACES = (
     ("philly", "philly", "qssf-noise"),
     ("itp", "itp-slice", "qssf-noise"),
 )
-POLICIES = ("fcfs", "sjf", "multifactor", "saf")
+POLICIES = ("fcfs", "sjf", "multifactor", "saf", "wfp3", "unicep", "qssf", "psjf")
 CONFIGS = {
     "pack": SimConfig(),
     "spread": SimConfig(placement="spread"),
@@ -53,6 +54,7 @@ def digest(result: SimResult) -> str:
     h = hashlib.sha256()
     for r in (*result.background, *result.records):
         h.update(repr((r.job.id, r.start, r.end, tuple(tuple(s) for s in r.allocation))).encode())
+    h.update(repr(sorted(result.promised.items())).encode())
     return h.hexdigest()[:16]
 
 

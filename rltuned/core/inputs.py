@@ -1,4 +1,4 @@
-"""What each base policy reads, and whether the daemon can read it from Slurm.
+"""Whether the daemon can read from Slurm what each base policy reads (`policies/inputs.py`).
 
 A base policy is a pure function of the snapshot (`policies/`), but not every field of the snapshot is
 filled on Slurm. `slurm/parse.read_view` builds the `ClusterSnapshot` from `squeue`/`sinfo` alone: the

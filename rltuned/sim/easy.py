@@ -8,6 +8,7 @@ before the shadow time, or stays within the caps (it uses nothing the head will 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
@@ -21,7 +22,7 @@ from rltuned.placement.pools import Demand, Pool
 from rltuned.sim.capacity import Capacity
 
 NEVER = 1 << 30  # more GPUs than any job asks for
-COMPILED_FROM = 16
+SCAN_COMPILED_FROM = 16
 """Backfill passes over at least this many candidates scan them compiled (`next_candidate`); below it,
 building the arrays costs more than the Python scan (half of Philly's passes test fewer than 8: most
 are one arrival tested against the head's reservation)."""
@@ -160,24 +161,27 @@ class Easy:
         now: float,
         start: Callable[[C, Allocation, float], None],
         started: set[int],
-        idx: npt.NDArray[np.int64] | None = None,
+        kept: array[int] | None = None,
     ) -> None:
         """Start, in order, every candidate that fits without delaying the head: `start(job, allocation,
-        now)` starts it (and updates the capacity), and its index joins `started`. `idx`, when the
-        caller keeps it, holds the candidates' `idx` in their order. The run passes its `start` per
-        call: kept here, it would tie the run and this object in a cycle, and a finished run would wait
-        for a full garbage collection instead of being freed at once.
+        now)` starts it (and updates the capacity), and its index joins `started`. `kept`, when the
+        caller keeps them, holds the candidates' `idx` in their order (a copy: a buffer numpy reads
+        cannot be resized). The run passes its `start` per call: kept here, it would tie the run and
+        this object in a cycle, and a finished run would wait for a full garbage collection instead of
+        being freed at once.
 
         Free capacity only shrinks during a pass, so once a job fails, a job of the same shape asking
         for at least as many GPUs fails too (`failed`); with the most free GPUs of each job's pools,
         that rejects most candidates of a long queue before the placer sees them: compiled
-        (`next_candidate`) from `COMPILED_FROM` candidates, in Python below (the same rule)."""
+        (`next_candidate`) from `SCAN_COMPILED_FROM` candidates, in Python below it (the same rule)."""
         shadow, caps = reservation
         capacity, failed, greedy = self.capacity, self.failed, self.greedy
-        if len(candidates) < COMPILED_FROM:
-            idx = None
-        elif idx is None:
-            idx = np.array([e.idx for e in candidates], dtype=np.int64)
+        idx: npt.NDArray[np.int64] | None = None
+        if len(candidates) >= SCAN_COMPILED_FROM:
+            if kept is not None:
+                idx = np.frombuffer(kept, dtype=np.int64)
+            else:
+                idx = np.array([e.idx for e in candidates], dtype=np.int64)
         touched: list[int] = []
         group_free = self._group_free(idx is not None)
         try:
@@ -255,7 +259,7 @@ def next_candidate(
 ) -> int:
     """The first position from `at` whose job may fit: no more GPUs than one of its pools has free,
     and fewer than failed for its shape (short or long) in this pass; -1 if none. A queue of hundreds
-    is mostly rejected here, in a Python loop about 70 ns a job."""
+    is mostly rejected here; a Python loop costs about 70 ns a job."""
     for i in range(at, idx.shape[0]):
         j = idx[i]
         gpus = rows[j, 0]

@@ -28,8 +28,6 @@ from array import array
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from rltuned.domain import Allocation, ClusterSnapshot, ClusterSpec, Job, PriorityContext, RunningJob
 from rltuned.errors import SolverError
 from rltuned.placement.greedy import Caps, place
@@ -38,7 +36,7 @@ from rltuned.placement.pools import Demand, build_pools, demands_for, node_pool_
 from rltuned.policies.base import Policy
 from rltuned.policies.inputs import reads_history
 from rltuned.sim.capacity import Capacity
-from rltuned.sim.easy import COMPILED_FROM, Easy, Reservation
+from rltuned.sim.easy import Easy, Reservation
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import HistoryTracker
 
@@ -371,11 +369,8 @@ class _Run:
             self.promised.setdefault(head.job.id, reservation.shadow)
             lo, hi = head_at + 1, head_at + 1 + self.cfg.backfill_depth
             candidates = order[lo:hi]
-            idx = None
-            if order is self.queue and len(candidates) >= COMPILED_FROM:
-                # A copy of the slice: the queue's array stays free to change.
-                idx = np.frombuffer(self.queue_idx[lo:hi], dtype=np.int64)
-            self.easy.backfill(candidates, reservation, now, self._start, started, idx)
+            kept = self.queue_idx[lo:hi] if order is self.queue else None
+            self.easy.backfill(candidates, reservation, now, self._start, started, kept)
         if started:
             self._drop_started(started)
 

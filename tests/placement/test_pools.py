@@ -3,8 +3,14 @@ asks for more (issue 16: the simulator split a 4-GPU job over two 2-GPU k80 node
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from rltuned.domain import Allocation
+from rltuned.placement import greedy
 from rltuned.placement.greedy import FreeCapacity, place
-from rltuned.placement.pools import build_pools, demand_for
+from rltuned.placement.pools import Demand, build_pools, demand_for
 from rltuned.sim.slurm import SlurmRun
 from tests.builders import cluster, job
 
@@ -57,17 +63,33 @@ def test_the_slurm_model_runs_the_4_gpu_job_on_a_p100_node_after_the_p100_jobs()
     assert {result.cluster.nodes[s.node].gpu_type for s in third.allocation} == {"P100"}
 
 
-def test_pack_takes_the_tightest_node_of_any_pool_and_an_exact_fit_ends_the_search() -> None:
+def test_pack_takes_the_tightest_node_of_any_pool_and_an_exact_fit_ends_the_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A 1-GPU job: the p100 pool (first) has a node with 2 GPUs free, the k80 pool one with exactly 1:
     the k80 node wins, as the tightest fit. With both pools leaving one GPU over, the first pool's node
-    wins the tie; with an exact fit in the first pool, it is taken."""
+    wins the tie. An exact fit ends the search: no later pool can fit tighter."""
+    searched: list[int] = []
+
+    def counting(demand: Demand, k: int, *args: Any) -> Allocation | None:
+        searched.append(demand.pools[k])
+        return one_node(demand, k, *args)
+
+    one_node = greedy._single_node
+    monkeypatch.setattr(greedy, "_single_node", counting)
     pools = build_pools(LAB)
     demand = demand_for(job(1, 0, 1, 60), pools)
     assert demand is not None and len(demand.pools) == 3
     mem = [32768, 32768, 16384, 16384, 8192]
+    p100, k80, m40 = demand.pools
     tight_k80 = place(demand, pools, FreeCapacity([2, 0, 1, 0, 0], [16, 16, 8, 8, 4], mem), "pack")
     assert tight_k80 is not None and [s.node for s in tight_k80] == [2]
+    assert searched == [p100, k80]  # the k80 node fits exactly: the m40 pool is not searched
+    searched.clear()
     tie = place(demand, pools, FreeCapacity([2, 0, 2, 0, 0], [16, 16, 8, 8, 4], mem), "pack")
     assert tie is not None and [s.node for s in tie] == [0]
+    assert searched == [p100, k80, m40]
+    searched.clear()
     exact = place(demand, pools, FreeCapacity([1, 0, 1, 0, 1], [16, 16, 8, 8, 4], mem), "pack")
     assert exact is not None and [s.node for s in exact] == [0]
+    assert searched == [p100]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rltuned.domain import Allocation, Slice
@@ -157,10 +157,11 @@ def test_the_scan_offers_only_jobs_that_may_fit() -> None:
     st.lists(st.sampled_from([1, 4, 8, NEVER]), min_size=6, max_size=6),
     st.integers(0, 40),
 )
+@settings(deadline=None)  # the first example loads the compiled kernel
 def test_the_python_scan_and_the_compiled_scan_offer_the_same_jobs(
     jobs: list[tuple[int, int, int, float]], free: list[int], failed: list[int], at: int
 ) -> None:
-    """Short passes scan in Python, long ones compiled (`easy.COMPILED_FROM`): the same rule."""
+    """Short passes scan in Python, long ones compiled (`easy.SCAN_COMPILED_FROM`): the same rule."""
     queue = [Scanned(i, demand(1), est, group, shape, g) for i, (g, group, shape, est) in enumerate(jobs)]
     e = Easy(busy(), [(0,), (0,), (0,)], 3, "pack", queue, len(queue))
     e.failed[:] = failed
