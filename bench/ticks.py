@@ -12,6 +12,9 @@ Slurm 22.05's scheduler defaults, interval 60 s, torch on one thread:
 - `alone`, `train_alone`: `base` and `train_base` as `run_ticks` runs them without a model (the base side
   of every evaluation and training's reward reference): a time-invariant base passes unchanged ticks
   (the same schedule, `tests/sim/test_ticks.py`); ticks are not counted there;
+- `model_ts`, `train_model_ts`: `model` and `train_model` with the actor run by the TorchScript
+  interpreter instead of its compiled kernel (`rl/actor_kernel.py`): the reference for the kernel,
+  in the same process;
 - `paper_easy`: the paper-replication loop's EASY run of the same windows (`Simulator.run`), the
   reference measured in the same process; `paper_milp`: the same with `--placement milp` (the solver
   places the top jobs at every scheduling pass).
@@ -19,7 +22,8 @@ One untimed paper-loop run of the first window comes first (numba's cache loads 
 Jobs/s counts warm-up and measured jobs; ticks are the daemon's ticks, decisions those that were not
 quiet (with `--refresh-s`, core/quiet.py; otherwise every tick decides). With `--repeat N` each
 window runs N times and its fastest run counts: this machine's runs of the same code differ by up to
-a third, and noise only ever adds time. Each window starts after
+a third, and noise only ever adds time. With `--rounds N` the whole list of loops runs N times,
+alternating, and each loop reports every round (`rounds`) and the median. Each window starts after
 `settle()` (collect, then freeze what is alive). Trace loading is excluded;
 wall clock (perf_counter). Works against older commits too (PYTHONPATH=<worktree>): it uses only the
 tick loop's public API.
@@ -32,10 +36,12 @@ import json
 import math
 import platform
 import resource
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from simulate import settle  # bench/simulate.py, this script's directory
@@ -55,7 +61,18 @@ from rltuned.traces.bundled import resolve_trace
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 MODEL = {"philly": MODELS / "philly-fcfs-bsld-ticks", "itp": MODELS / "itp-fcfs-bsld-ticks"}
-LOOPS = ("paper_easy", "paper_milp", "base", "model", "train_base", "train_model", "alone", "train_alone")
+LOOPS = (
+    "paper_easy",
+    "paper_milp",
+    "base",
+    "model",
+    "train_base",
+    "train_model",
+    "alone",
+    "train_alone",
+    "model_ts",
+    "train_model_ts",
+)
 
 
 def main() -> None:
@@ -65,7 +82,8 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each window; the fastest counts (noise only adds time)"
     )
-    parser.add_argument("--loops", default=",".join(LOOPS))
+    parser.add_argument("--loops", default=",".join(LOOPS[:8]))
+    parser.add_argument("--rounds", type=int, default=1, help="runs of the whole list of loops, alternating")
     parser.add_argument(
         "--refresh-s", type=float, default=0.0, help="quiet ticks (core/quiet.py) with this refresh_s"
     )
@@ -83,14 +101,16 @@ def main() -> None:
     paper.run(*windows[0].with_warmup(jobs, 512))
     if "paper_milp" in args.loops:
         paper_milp.run(*windows[0].with_warmup(jobs, 512))
-    out: dict[str, dict[str, float]] = {}
-    for name in args.loops.split(","):
+    rounds: dict[str, list[dict[str, float]]] = {}
+    for name in args.loops.split(",") * args.rounds:
         if name not in LOOPS:
             parser.error(f"--loops: unknown loop {name!r}, expected some of {', '.join(LOOPS)}")
         settings = TickSettings("fcfs", core=training) if name.startswith("train_") else TickSettings("fcfs")
         if args.refresh_s:
             settings = replace(settings, core=replace(settings.core, refresh_s=args.refresh_s))
-        agent: LoadedModel | None = model if name.endswith("model") else None
+        agent: LoadedModel | None = model if "model" in name else None
+        if name.endswith("_ts"):
+            agent = replace(model, kernel=None)
         wall, measured, ticks, decisions = 0.0, 0, 0, 0
         for w in windows:
             chunk, warm = w.with_warmup(jobs, 512)
@@ -112,12 +132,27 @@ def main() -> None:
             wall += fastest
             ticks, decisions = ticks + run_ticks_n, decisions + run_decisions
             measured += len(result.records) + len(result.background)
-        out[name] = {"jobs_per_s": measured / wall, "wall_s": wall, "ticks": ticks, "decisions": decisions}
-        out[name]["ticks_per_s"] = ticks / wall
+        figures = {"jobs_per_s": measured / wall, "wall_s": wall, "ticks": ticks, "decisions": decisions}
+        rounds.setdefault(name, []).append({**figures, "ticks_per_s": ticks / wall})
+    out = {name: _summary(runs) for name, runs in rounds.items()}
     machine = f"{platform.processor() or platform.machine()}, Python {platform.python_version()}"
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     body = {"machine": machine, "trace": args.trace, "windows": args.windows, "peak_rss_mb": peak_mb, **out}
     print(json.dumps(body, indent=2))
+
+
+def _summary(runs: list[dict[str, float]]) -> dict[str, Any]:
+    """One round's figures as they are; several rounds' medians, with every round's figure."""
+    if len(runs) == 1:
+        return dict(runs[0])
+    return {
+        "jobs_per_s": statistics.median(r["jobs_per_s"] for r in runs),
+        "ticks_per_s": statistics.median(r["ticks_per_s"] for r in runs),
+        "ticks": runs[0]["ticks"],
+        "decisions": runs[0]["decisions"],
+        "rounds_ticks_per_s": [round(r["ticks_per_s"]) for r in runs],
+        "rounds_jobs_per_s": [round(r["jobs_per_s"]) for r in runs],
+    }
 
 
 def _episode(

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from rltuned.features import Observation
 from rltuned.rl.export import LoadedModel
@@ -41,8 +40,7 @@ def score_queue(model: LoadedModel, obs: Observation, max_ms: float) -> Scored:
 
 
 def _forward(model: LoadedModel, obs: Observation) -> npt.NDArray[np.float64]:
-    out = model.scores(torch.from_numpy(np.array(obs.actor)), torch.from_numpy(np.array(obs.mask)))
-    scores = out.detach().numpy().astype(np.float64)
+    scores = model.score_rows(obs.actor, obs.mask)
     if scores.shape != obs.mask.shape:
         raise ValueError(f"scores of shape {scores.shape}, expected {obs.mask.shape}")
     if not np.isfinite(scores[: int(obs.mask.sum())]).all():

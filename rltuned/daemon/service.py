@@ -206,7 +206,12 @@ class Service:
         try:
             self.engine.model = validated_model(path, None, self.settings)
             self.metrics.set_model(self.engine.model.manifest, time.time())
-            self.log.info("model_loaded", path=str(path), sha256=self.engine.model.manifest.get("sha256"))
+            self.log.info(
+                "model_loaded",
+                path=str(path),
+                sha256=self.engine.model.manifest.get("sha256"),
+                engine=self.engine.model.engine,
+            )
         except ModelLoadError as exc:
             self._unavailable(path, exc)
 
@@ -416,7 +421,9 @@ class Service:
                 self.engine.model = model
                 self.engine.model_problem = None
                 self.metrics.set_model(model.manifest, time.time())
-            self.log.info("model_reloaded", path=str(path), sha256=model.manifest.get("sha256"))
+            self.log.info(
+                "model_reloaded", path=str(path), sha256=model.manifest.get("sha256"), engine=model.engine
+            )
             return {"ok": True, "serving": self._model_name()}
         except RltunedError as exc:
             self.log.error("reload_failed", error=str(exc))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
@@ -26,6 +28,7 @@ from rltuned.clusters import load_cluster
 from rltuned.domain import SLOT_KINDS
 from rltuned.errors import ModelLoadError, RltunedError
 from rltuned.features import ACTOR_FEATURES, FEATURE_NAMES, MAX_JOBS, SAMPLER_VERSION
+from rltuned.rl.actor_kernel import ActorKernel, kernel_of
 
 SCHEMA_VERSION = 1
 ACTOR_FILE = "actor.pt"
@@ -37,11 +40,34 @@ class LoadedModel:
     module: torch.jit.ScriptModule
     manifest: dict[str, Any]
     path: Path
+    kernel: ActorKernel | None = None
+    """The module's forward pass compiled (`rl/actor_kernel.py`), when its graph is the Actor's and the
+    kernel was checked against it; `score_rows` runs it instead of the TorchScript interpreter."""
 
     def scores(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The TorchScript module's forward pass."""
         with torch.inference_mode():
             out: torch.Tensor = self.module(obs, mask)
         return out
+
+    def score_rows(
+        self, actor: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.float64]:
+        """The scores every decision ranks by: the kernel's when there is one, else the module's."""
+        if self.kernel is not None:
+            return self.kernel.scores(actor, mask)
+        out = self.scores(torch.from_numpy(np.array(actor)), torch.from_numpy(np.array(mask)))
+        return out.detach().numpy().astype(np.float64)
+
+    @property
+    def engine(self) -> str:
+        """What runs the forward pass: "compiled" or "torchscript" (logged at load, in status)."""
+        return "torchscript" if self.kernel is None else "compiled"
+
+
+def loaded(module: torch.jit.ScriptModule, manifest: dict[str, Any], path: Path) -> LoadedModel:
+    """A LoadedModel with its compiled kernel when the module's graph allows one."""
+    return LoadedModel(module, manifest, path, kernel_of(module))
 
 
 def export_actor(actor: nn.Module, out_dir: Path, info: dict[str, Any]) -> Path:
@@ -113,9 +139,9 @@ def _load(root: Path) -> LoadedModel:
         raise ModelLoadError(
             f"{actor_path}: not a loadable TorchScript file ({str(exc).splitlines()[0]})"
         ) from None
-    loaded = LoadedModel(module, manifest, root)
-    _check_forward(loaded)
-    return loaded
+    model = loaded(module, manifest, root)
+    _check_forward(model)
+    return model
 
 
 def _check_manifest(manifest: dict[str, Any], where: Path) -> None:

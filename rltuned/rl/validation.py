@@ -24,7 +24,7 @@ from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates, draw_seeds
 from rltuned.rl.env import reward, score
 from rltuned.rl.evaluate import make_side, tick_settings_of
-from rltuned.rl.export import LoadedModel, quiet_torchscript
+from rltuned.rl.export import LoadedModel, loaded, quiet_torchscript
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.sim.metrics import Metrics, compute_metrics
 from rltuned.sim.simulator import SimConfig
@@ -110,7 +110,7 @@ def frozen(actor: nn.Module) -> LoadedModel:
     """The actor as the daemon would load it (scripted and frozen), without writing it to disk."""
     with quiet_torchscript():
         module = torch.jit.freeze(torch.jit.script(copy.deepcopy(actor).eval()))
-    return LoadedModel(module, {}, Path("(training)"))
+    return loaded(module, {}, Path("(training)"))
 
 
 def gap(

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import pytest
 import structlog
 import torch
@@ -134,7 +135,7 @@ class _Broken:
     manifest: ClassVar[dict[str, object]] = {}
     path = Path("broken")
 
-    def scores(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def score_rows(self, actor: np.ndarray, mask: np.ndarray) -> np.ndarray:
         raise RuntimeError("The following operation failed in the TorchScript interpreter")
 
 
@@ -232,8 +233,8 @@ def test_a_working_model_ranks_by_its_scores(tmp_path: Path) -> None:
         manifest: ClassVar[dict[str, object]] = {}
         path = Path("last")
 
-        def scores(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-            return torch.arange(256, dtype=torch.float32)  # higher for later rows: the base order reversed
+        def score_rows(self, actor: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            return np.arange(256, dtype=np.float64)  # higher for later rows: the base order reversed
 
     eng.model = _Reversing()  # type: ignore[assignment]
     report = eng.tick("shadow")
@@ -291,9 +292,9 @@ def test_a_slow_model_is_not_trusted_for_the_tick(tmp_path: Path) -> None:
         manifest: ClassVar[dict[str, object]] = {}
         path = Path("slow")
 
-        def scores(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        def score_rows(self, actor: np.ndarray, mask: np.ndarray) -> np.ndarray:
             time.sleep(0.05)
-            return torch.zeros(256)
+            return np.zeros(256)
 
     eng = engine(FakeAdapter(), tmp_path, policy={"max_inference_ms": 10})
     eng.model = _Slow()  # type: ignore[assignment]
