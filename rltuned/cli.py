@@ -18,7 +18,7 @@ from rltuned.errors import RltunedError, UsageError, exit_with
 from rltuned.estimates import MODELS, apply_estimates
 from rltuned.placement.milp import MAX_K, MilpConfig
 from rltuned.policies import POLICIES
-from rltuned.rl import LOOPS, METRIC_NAMES, REWARDS
+from rltuned.rl import ENGINES, LOOPS, METRIC_NAMES, REWARDS
 from rltuned.rl.args import Args
 from rltuned.rl.splits import SPLITS, disjoint_windows, random_windows, split_range
 from rltuned.sim.runner import PolicyRun, Window, choose_windows, simulate_windows
@@ -291,6 +291,13 @@ def _add_evaluate(sub: argparse._SubParsersAction[_Parser]) -> None:
     ev.add_argument("--trace", required=True)
     ev.add_argument("--cluster", required=True)
     ev.add_argument("--base", default="fcfs", help="comma-separated base policies")
+    ev.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="compiled",
+        help="what runs the model: its compiled kernel, or the TorchScript interpreter (figures recorded "
+        "before 2026-11-28 were run by it; near-ties may rank differently)",
+    )
     ev.add_argument("--loop", choices=LOOPS, help="default: the loop the model was trained in")
     ev.add_argument(
         "--placement", choices=PLACEMENTS, help="paper loop; default: the model's training placement"
@@ -578,7 +585,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import torch
 
     torch.set_num_threads(1)  # one 256-slot MLP per decision: a second thread only adds overhead
-    model = load_model(args.model)
+    model = load_model(args.model, args.engine)
     manifest = model.manifest
     bases = _policy_list(args.base, "base policy")
     cluster = load_cluster(args.cluster)

@@ -76,6 +76,10 @@ class PolicySettings(_Section):
     parent directory (a model's ranking is written with the daemon's Operator rights)."""
     model_sha256: tuple[str, ...] = ()
     """actor.pt digests that `reload-model` may load from any path."""
+    engine: Literal["compiled", "torchscript"] = "compiled"
+    """What runs the model's forward pass: "compiled", its kernel read off the TorchScript graph and
+    checked against it at load (about 4x faster in the loop; TorchScript for a graph it cannot read), or
+    "torchscript", the interpreter. They agree to float32 rounding; near-ties may rank differently."""
 
     @field_validator("base")
     @classmethod

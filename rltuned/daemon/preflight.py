@@ -39,7 +39,7 @@ def check(settings: Settings) -> list[str]:
     checked.append("state_dir")
     if settings.policy.model is not None:
         try:
-            model = load_model(settings.policy.model)
+            model = load_model(settings.policy.model, settings.policy.engine)
             check_model_base(model, settings.policy, settings.slurm.slots, settings.guard.served_promote_to())
         except ModelLoadError as exc:
             raise ConfigError(f"policy.model: {exc}") from None

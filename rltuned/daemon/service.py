@@ -129,7 +129,7 @@ def validated_model(path: Path, engine: Engine | None, settings: Settings) -> Lo
     tick's) before anyone depends on it: a model that loads but fails, returns NaN or blows the
     inference budget on the real queue is rejected here rather than discovered as a fallback on every
     tick."""
-    model = load_model(path)
+    model = load_model(path, settings.policy.engine)
     policy = settings.policy
     check_model_base(model, policy, settings.slurm.slots, settings.guard.served_promote_to())
     decision = engine.last_decided if engine is not None else None  # one reference read: no lock needed

@@ -74,7 +74,7 @@ def replay(
         daemon.policy.base, daemon.daemon.interval_s, daemon.core(), params,
         daemon.slurm.history_interval_s, a.writes_per_s, a.write_burst,
     )  # fmt: skip
-    model = load_model(daemon.policy.model) if daemon.policy.model is not None else None
+    model = load_model(daemon.policy.model, daemon.policy.engine) if daemon.policy.model is not None else None
     return run_ticks(cluster, jobs, 0, settings, model)
 
 

@@ -6,5 +6,10 @@ REWARDS = ("terminal", "dense")
 LOOPS = ("ticks", "paper")
 """The training and evaluation loops: the daemon's (one ranking per tick, rl/tick_env.py) and the
 paper-replication loop (one job chosen per decision, rl/env.py)."""
+ENGINES = ("compiled", "torchscript")
+"""What runs a model's forward pass: its compiled kernel where its graph has one (rl/actor_kernel.py;
+TorchScript otherwise), or always the TorchScript interpreter. The two compute the same function to
+float32 rounding, and rounding differences order near-ties differently, which a schedule can amplify
+(docs/performance.md): figures recorded before the kernel existed are reproduced with "torchscript"."""
 METRIC_NAMES = ("bsld", "wait", "jct", "util")
 """What a model is trained to improve (rl/env.py maps each to a field of the simulator's metrics)."""

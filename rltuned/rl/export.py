@@ -28,6 +28,7 @@ from rltuned.clusters import load_cluster
 from rltuned.domain import SLOT_KINDS
 from rltuned.errors import ModelLoadError, RltunedError
 from rltuned.features import ACTOR_FEATURES, FEATURE_NAMES, MAX_JOBS, SAMPLER_VERSION
+from rltuned.rl import ENGINES
 from rltuned.rl.actor_kernel import ActorKernel, kernel_of
 
 SCHEMA_VERSION = 1
@@ -65,9 +66,14 @@ class LoadedModel:
         return "torchscript" if self.kernel is None else "compiled"
 
 
-def loaded(module: torch.jit.ScriptModule, manifest: dict[str, Any], path: Path) -> LoadedModel:
-    """A LoadedModel with its compiled kernel when the module's graph allows one."""
-    return LoadedModel(module, manifest, path, kernel_of(module))
+def loaded(
+    module: torch.jit.ScriptModule, manifest: dict[str, Any], path: Path, engine: str = "compiled"
+) -> LoadedModel:
+    """A LoadedModel served by `engine` (`ENGINES`): with its compiled kernel when the module's graph
+    allows one and `engine` is "compiled"."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+    return LoadedModel(module, manifest, path, kernel_of(module) if engine == "compiled" else None)
 
 
 def export_actor(actor: nn.Module, out_dir: Path, info: dict[str, Any]) -> Path:
@@ -109,16 +115,16 @@ def trained_slots(manifest: Mapping[str, Any]) -> str | None:
         return None
 
 
-def load_model(model_dir: str | Path) -> LoadedModel:
+def load_model(model_dir: str | Path, engine: str = "compiled") -> LoadedModel:
     """Load and verify a model directory; every failure is a ModelLoadError that says what is wrong."""
     root = Path(model_dir)
     try:
-        return _load(root)
+        return _load(root, engine)
     except OSError as exc:  # unreadable (permissions, I/O): as much a bad model file as a corrupt one
         raise ModelLoadError(f"{exc.filename or root}: cannot read ({exc.strerror or exc})") from None
 
 
-def _load(root: Path) -> LoadedModel:
+def _load(root: Path, engine: str) -> LoadedModel:
     manifest_path, actor_path = root / MANIFEST_FILE, root / ACTOR_FILE
     if not manifest_path.is_file() or not actor_path.is_file():
         raise ModelLoadError(f"{root}: expected {MANIFEST_FILE} and {ACTOR_FILE} in the model directory")
@@ -139,7 +145,7 @@ def _load(root: Path) -> LoadedModel:
         raise ModelLoadError(
             f"{actor_path}: not a loadable TorchScript file ({str(exc).splitlines()[0]})"
         ) from None
-    model = loaded(module, manifest, root)
+    model = loaded(module, manifest, root, engine)
     _check_forward(model)
     return model
 

@@ -50,6 +50,7 @@ def test_the_sample_documents_every_key() -> None:
         ("[apply]\npriority_min = 10\npriority_max = 5\n", "priority_min (10) must be below"),
         ("[apply\n", "not valid TOML"),
         ('[guard]\npromote_to = "front"\n', "guard.promote_to"),
+        ('[policy]\nengine = "onnx"\n', "policy.engine"),
     ],
 )
 def test_a_bad_file_names_the_key_and_the_problem(tmp_path: Path, text: str, expected: str) -> None:

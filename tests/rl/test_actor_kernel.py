@@ -157,3 +157,14 @@ def test_tanh_is_within_three_float32_units_in_the_last_place() -> None:
     assert worst <= 3.0
     assert math.isnan(_tanh(float("nan")))
     assert np.float32(_tanh(float("inf"))) == np.float32(_tanh(8.0)) > 0.9999997
+
+
+def test_the_torchscript_engine_is_the_interpreter_alone(tmp_path: Path) -> None:
+    """`engine = "torchscript"` (daemon) and `--engine torchscript` (evaluate) serve the module's own
+    scores, to the last bit: what every figure recorded before the kernel existed was run by."""
+    model = load_model(MODELS / "philly-sjf-bsld", "torchscript")
+    assert model.engine == "torchscript" and model.kernel is None
+    actor, mask = observation(np.random.default_rng(4), 50)
+    assert np.array_equal(model.score_rows(actor, mask), torchscript_scores(model, actor, mask))
+    with pytest.raises(ValueError, match="unknown engine"):
+        load_model(MODELS / "philly-sjf-bsld", "onnx")
