@@ -8,8 +8,10 @@ compiled kernel serving, and at every decision also runs the TorchScript module 
 Prints, per model: decisions, the largest score difference, and on how many decisions the two
 rankings of the real rows (argsort, stable, as `core/ranking.rank_jobs` takes it) differ, and where
 they do, the score gap between the swapped rows; the time of each engine on the same states, back to
-back (warm caches: the loop's own figure is bench/tick_parts.py's); and the validation score (the
-model's metric) of each window served by each engine, with the number of windows they differ on.
+back (warm caches: the loop's own figure is bench/tick_parts.py's); the validation score (the
+model's metric) of each window served by each engine, with the number of windows they differ on; and
+the wall time of the model's validation run by each engine (TorchScript first, then the kernel again,
+which must score as it did the first time).
 """
 
 from __future__ import annotations
@@ -80,7 +82,13 @@ def main() -> None:
         validator = model_validator(model.manifest, args.draws)
         windows = range(len(validator.windows))[: args.windows]
         compiled = [validator.score(both, i) for i in windows]
+        started = time.perf_counter()
         interpreted = [validator.score(replace(model, kernel=None), i) for i in windows]
+        interpreted_s = time.perf_counter() - started
+        started = time.perf_counter()
+        again = [validator.score(model, i) for i in windows]
+        compiled_s = time.perf_counter() - started
+        assert again == compiled
         scripted = replace(model, kernel=None).score_rows
         kernel = model.kernel.scores
         body = {
@@ -92,6 +100,8 @@ def main() -> None:
             "score_gaps_where_they_differ": sorted(both.flips)[:5],
             "us_torchscript": round(min(timed(scripted, both.seen) for _ in range(3)), 1),
             "us_compiled": round(min(timed(kernel, both.seen) for _ in range(3)), 1),
+            "validation_s_torchscript": round(interpreted_s, 2),
+            "validation_s_compiled": round(compiled_s, 2),
             "score_compiled": round(float(np.mean(compiled)), 4),
             "score_torchscript": round(float(np.mean(interpreted)), 4),
             "windows_scored_differently": sum(a != b for a, b in zip(compiled, interpreted, strict=True)),

@@ -1,6 +1,6 @@
 """Where a tick of the daemon's loop spends its time: the decision's parts and the simulated Slurm's.
 
-Usage: python bench/tick_parts.py [--trace philly|itp] [--repeat 4] [--no-model]
+Usage: python bench/tick_parts.py [--trace philly|itp] [--repeat 4] [--no-model] [--engine torchscript]
 
 Runs one 1,024-job window (window seed 0) after a 512-job warm-up on the trace's slice preset, in the
 configuration training runs (FCFS base, placement levers off, every tick decides), with the trace's
@@ -28,6 +28,7 @@ from simulate import settle  # bench/simulate.py, this script's directory
 
 from rltuned.clusters import load_cluster
 from rltuned.estimates import apply_estimates
+from rltuned.rl import ENGINES
 from rltuned.rl.args import Args
 from rltuned.rl.export import load_model
 from rltuned.rl.ppo import tick_settings
@@ -71,11 +72,12 @@ def main() -> None:
     parser.add_argument("--trace", choices=("philly", "itp"), default="philly")
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--no-model", action="store_true")
+    parser.add_argument("--engine", choices=ENGINES, default="compiled", help="what runs the actor")
     args = parser.parse_args()
     torch.set_num_threads(1)
     jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, "qssf-noise", 0)
     cluster = load_cluster(f"{args.trace}-slice")
-    model = None if args.no_model else load_model(MODELS / f"{args.trace}-fcfs-bsld-ticks")
+    model = None if args.no_model else load_model(MODELS / f"{args.trace}-fcfs-bsld-ticks", args.engine)
     settings = tick_settings(Args(base="fcfs"))  # the settings `rltunectl train` runs
     window = next(iter(choose_windows(len(jobs) - 512, 1024, None, 1, seed=0)))
     chunk, warm = window.with_warmup(jobs, 512)
@@ -98,6 +100,7 @@ def main() -> None:
     body = {
         "trace": args.trace,
         "model": model is not None,
+        "engine": None if model is None else model.engine,
         "ticks": ticks,
         "tick_us": round(wall / ticks * 1e6),
         "ticks_per_s": round(ticks / wall),
