@@ -88,38 +88,41 @@ def _forward(
     padding rows -1e9; then the rank prior, `score - prior * slot`, on every slot as the module
     subtracts it. Each row's arithmetic is its own, so a job's score does not depend on the others."""
     rows = np.flatnonzero(mask)
+    n = rows.shape[0]
     out[:] = np.float32(-1e9)
-    here = np.empty((rows.shape[0], widths[0]), dtype=np.float32)
-    for i in range(rows.shape[0]):
-        for k in range(widths[0]):
-            here[i, k] = (actor[rows[i], k] - mean[k]) * scale[k]
-    there = np.empty((rows.shape[0], widths.max()), dtype=np.float32)
+    here = np.empty((widths[0], n), dtype=np.float32)  # a layer's inputs, one row of jobs per unit
+    for k in range(widths[0]):
+        for i in range(n):
+            here[k, i] = (actor[rows[i], k] - mean[k]) * scale[k]
     layers = widths.shape[0] - 1
     for layer in range(layers):
         matrix = weights[w_at[layer] : w_at[layer + 1]].reshape((widths[layer], widths[layer + 1]))
-        _layer(here, matrix, biases[b_at[layer] : b_at[layer + 1]], layer < layers - 1, there)
-        here = there[:, : widths[layer + 1]].copy()
-    for i in range(rows.shape[0]):
-        out[rows[i]] = here[i, 0]
+        here = _layer(here, matrix, biases[b_at[layer] : b_at[layer + 1]], layer < layers - 1)
+    for i in range(n):
+        out[rows[i]] = here[0, i]
     if prior != 0.0:
         for r in range(out.shape[0]):
             out[r] = out[r] - np.float32(r) * prior
 
 
 @njit(cache=True, fastmath={"contract"})
-def _layer(here: Floats32, matrix: Floats32, bias: Floats32, activate: bool, there: Floats32) -> None:
-    """`tanh(here @ matrix + bias)` (without tanh on the last layer) into `there`, a row at a time: the
-    loop over a row's outputs is contiguous, so it vectorizes."""
-    for i in range(here.shape[0]):
-        into = there[i, : matrix.shape[1]]
-        into[:] = bias
+def _layer(here: Floats32, matrix: Floats32, bias: Floats32, activate: bool) -> Floats32:
+    """`tanh(matrix.T @ here + bias)` (without tanh on the last layer), jobs along the inner loops so
+    they vectorize: every job's unit j sums its inputs in the same order (k ascending, one fused
+    multiply-add each), whatever lane or how many jobs."""
+    n = here.shape[1]
+    there = np.empty((matrix.shape[1], n), dtype=np.float32)
+    for j in range(matrix.shape[1]):
+        into = there[j]
+        into[:] = bias[j]
         for k in range(matrix.shape[0]):
-            x, column = here[i, k], matrix[k]
-            for j in range(matrix.shape[1]):
-                into[j] += x * column[j]
+            w, row = matrix[k, j], here[k]
+            for i in range(n):
+                into[i] += row[i] * w
         if activate:
-            for j in range(matrix.shape[1]):
-                into[j] = np.float32(_tanh(np.float64(into[j])))
+            for i in range(n):
+                into[i] = np.float32(_tanh(np.float64(into[i])))
+    return there
 
 
 TANH_CLAMP = 7.90531110763549805
@@ -131,10 +134,8 @@ def _tanh(x: float) -> float:
     """tanh to within 3 float32 units in the last place (tests/rl/test_actor_kernel.py; torch's is 1):
     the 13/6 rational minimax approximation Eigen and XLA use for float32, evaluated in float64. A call
     to libm's tanh per element does not vectorize and was half the kernel's time. NaN stays NaN."""
-    x = min(max(x, -TANH_CLAMP), TANH_CLAMP)
-    if abs(x) < 0.0004:  # tanh(x) = x - x^3/3: x to float32 precision
-        return x
-    x2 = x * x
+    c = min(max(x, -TANH_CLAMP), TANH_CLAMP)
+    x2 = c * c
     p = -2.76076847742355e-16
     p = p * x2 + 2.00018790482477e-13
     p = p * x2 - 8.60467152213735e-11
@@ -146,7 +147,8 @@ def _tanh(x: float) -> float:
     q = q * x2 + 1.18534705686654e-04
     q = q * x2 + 2.26843463243900e-03
     q = q * x2 + 4.89352518554385e-03
-    return x * p / q
+    r = c * p / q
+    return c if abs(c) < 0.0004 else r  # a select, not a branch: the loop over a row still vectorizes
 
 
 def read_kernel(module: torch.jit.ScriptModule) -> ActorKernel | None:
