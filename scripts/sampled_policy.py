@@ -66,7 +66,7 @@ def main() -> None:
         for seed in range(3):
             show(
                 f"sampled T={t:g} seed {seed}",
-                Sampled(model.module, m, model.path, np.random.default_rng(seed), t),
+                Sampled(model.module, m, model.path, rng=np.random.default_rng(seed), temperature=t),
             )
 
 
