@@ -72,7 +72,10 @@ The agent acts deterministically (argsort of its scores, as the daemon ranks). I
 (1000 each), and `slurm-multifactor-tuned` Slurm alone with the weights `rltunectl tune` searched on the
 training split and chose on validation (docs/tuned/TRACE.json). `qssf` (the paper's own comparison)
 predicts a job's runtime from its user's mean past runtime, else its account's, else its own limit,
-times its GPUs: on ITP, whose trace names neither, it is `saf` to the digit.
+times its GPUs: on ITP, whose trace names neither, it is `saf` to the digit. Sections generated before
+2026-11-28 ran the models on the TorchScript interpreter; later ones on their compiled kernel, which
+agrees to float32 rounding and can rank near-ties otherwise (docs/training.md, "What runs it";
+`rltunectl evaluate --engine torchscript` reruns a model the old way).
 """
 
 
