@@ -52,6 +52,44 @@ def test_the_unit_is_a_notify_service_with_watchdog_reload_and_torch_safe_harden
     assert unit["NoNewPrivileges"] == ["yes"] and unit["ProtectSystem"] == ["strict"]
 
 
+def test_the_unit_gives_numbas_cache_a_writable_directory() -> None:
+    unit = unit_settings()
+    assert unit["CacheDirectory"] == ["rltuned"]
+    assert "NUMBA_CACHE_DIR=/var/cache/rltuned/numba" in unit["Environment"]
+
+
+def test_the_daemons_kernels_load_from_a_read_only_install_only_with_a_cache_directory(
+    tmp_path: Path,
+) -> None:
+    """ProtectSystem=strict and ProtectHome, as the unit runs it: the package and the home directory are
+    read-only. numba then has nowhere to cache, and the import fails; NUMBA_CACHE_DIR (the unit's
+    CacheDirectory) is what makes it load, with the actor compiled."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        pytest.skip("needs unshare and root for a read-only bind mount")
+    package = REPO / "rltuned"
+    script = (
+        "from rltuned.daemon import service; from rltuned.rl.export import load_model; "
+        f"print(load_model({str(MODELS / 'philly-fcfs-bsld-ticks')!r}).engine)"
+    )
+    mount = f"mount --bind {package} {package} && mount -o remount,ro,bind {package}"
+    unwritable = {"HOME": str(package / "home"), "XDG_CACHE_HOME": str(package / "cache")}
+    outcomes = {}
+    for cache in (None, tmp_path / "numba"):
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"} | unwritable
+        if cache is not None:
+            env["NUMBA_CACHE_DIR"] = str(cache)
+        run = subprocess.run(
+            [unshare, "-m", "sh", "-c", f'{mount} && exec "$0" -c "$1"', sys.executable, script],
+            capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False,
+        )  # fmt: skip
+        if "mount" in run.stderr and run.returncode != 0 and "numba" not in run.stderr:
+            pytest.skip(f"no bind mount here: {run.stderr.strip()[:200]}")
+        outcomes[cache is not None] = (run.returncode, run.stdout.strip(), run.stderr)
+    assert outcomes[False][0] != 0 and "no locator available" in outcomes[False][2]
+    assert outcomes[True][:2] == (0, "compiled"), outcomes[True][2][-500:]
+
+
 def fake_slurm(bin_dir: Path, delay_s: float = 0.0) -> None:
     bin_dir.mkdir()
     scripts = {
