@@ -267,15 +267,21 @@ def _array(value: Any) -> Floats32:
 
 def agrees(kernel: ActorKernel, module: torch.jit.ScriptModule) -> bool:
     """Whether the kernel scores `PROBES` fixed observations (features in [0, 1], 1 to 256 real rows,
-    some with gaps in the mask) as the module does, every slot within `TOLERANCE`."""
+    some with gaps in the mask) as the module does, every slot within `TOLERANCE`.
+
+    Half the probes are read-only, as a tick's `Observation` is: numba compiles (or loads from its
+    cache) one version of the loop per kind of array, and here, at load, is where that may take a
+    second, not in a tick's inference budget."""
     rng = np.random.default_rng(0)
     for k in range(PROBES):
         actor = rng.random((MAX_JOBS, ACTOR_FEATURES), dtype=np.float32)
         mask = np.arange(MAX_JOBS) < max(1, (k + 1) * MAX_JOBS // PROBES)
         if k % 2:
             mask &= rng.random(MAX_JOBS) < 0.8
+            actor.flags.writeable = mask.flags.writeable = False
         with torch.inference_mode():
-            expected = module(torch.from_numpy(actor), torch.from_numpy(mask)).numpy().astype(np.float64)
+            expected = module(torch.from_numpy(np.array(actor)), torch.from_numpy(np.array(mask)))
+            expected = expected.numpy().astype(np.float64)
         if expected.shape != (MAX_JOBS,):
             return False
         got = kernel.scores(actor, mask)

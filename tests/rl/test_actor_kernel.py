@@ -168,3 +168,17 @@ def test_the_torchscript_engine_is_the_interpreter_alone(tmp_path: Path) -> None
     assert np.array_equal(model.score_rows(actor, mask), torchscript_scores(model, actor, mask))
     with pytest.raises(ValueError, match="unknown engine"):
         load_model(MODELS / "philly-sjf-bsld", "onnx")
+
+
+def test_a_tick_never_compiles_the_loading_did() -> None:
+    """A tick's observation is read-only, another kind of array to numba than a fresh one: loading
+    compiles both, so the first tick's forward pass is not a compilation timed against the budget."""
+    from rltuned.rl.actor_kernel import _forward
+
+    model = load_model(MODELS / "philly-sjf-bsld")
+    compiled = len(_forward.signatures)
+    actor, mask = observation(np.random.default_rng(5), 12)
+    for writeable in (True, False):
+        actor.flags.writeable = mask.flags.writeable = writeable
+        model.score_rows(actor, mask)
+    assert len(_forward.signatures) == compiled >= 2
