@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from rltuned.core.scoring import score_queue
-from rltuned.features import ACTOR_FEATURES, MAX_JOBS
-from rltuned.rl.actor_kernel import TOLERANCE, _tanh, agrees, kernel_of, read_kernel
+from rltuned.features import ACTOR_FEATURES, MAX_JOBS, Observation
+from rltuned.rl.actor_kernel import TOLERANCE, _forward, _tanh, agrees, kernel_of, read_kernel
 from rltuned.rl.agent import Actor
 from rltuned.rl.export import load_model, loaded
 from rltuned.rl.validation import frozen
@@ -111,9 +111,7 @@ def test_a_model_with_non_finite_weights_is_still_refused_per_tick() -> None:
     model = frozen(actor)
     assert kernel_of(model.module) is None  # NaN agrees with nothing; the TorchScript runs, and is refused
     actor_rows, mask = observation(np.random.default_rng(3), 10)
-    from rltuned.features.encode import Observation  # the scoring wrapper reads only actor and mask
-
-    obs = Observation(
+    obs = Observation(  # the scoring wrapper reads only the actor rows and the mask
         actor_rows,
         mask,
         np.zeros((MAX_JOBS, 5), np.float32),
@@ -173,8 +171,6 @@ def test_the_torchscript_engine_is_the_interpreter_alone(tmp_path: Path) -> None
 def test_a_tick_never_compiles_the_loading_did() -> None:
     """A tick's observation is read-only, another kind of array to numba than a fresh one: loading
     compiles both, so the first tick's forward pass is not a compilation timed against the budget."""
-    from rltuned.rl.actor_kernel import _forward
-
     model = load_model(MODELS / "philly-sjf-bsld")
     compiled = len(_forward.signatures)
     actor, mask = observation(np.random.default_rng(5), 12)
