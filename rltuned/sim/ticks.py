@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from rltuned.core import CoreSettings, Decision, Written, decide
-from rltuned.core.inputs import time_invariant, unreadable_inputs
+from rltuned.core.inputs import reads_history, time_invariant, unreadable_inputs
 from rltuned.core.plan import Pins
 from rltuned.core.quiet import due, remember
 from rltuned.daemon.pacing import Pacer
@@ -70,9 +70,10 @@ class TickEpisode:
             raise UsageError(f"base policy {settings.base!r} cannot run in the daemon's loop: {unreadable}")
         self.settings = settings
         self.base = make_policy(settings.base)
-        self.run = SlurmRun(
-            cluster, jobs, warmup, settings.slurm, settings.interval_s, settings.history_interval_s
-        )
+        # The daemon reads sshare and sacct only for a base that reads them (`reads_history`); its
+        # snapshot's history is otherwise empty, and so is this one's, at no cost per tick.
+        history_s = settings.history_interval_s if reads_history(settings.base) else 0.0
+        self.run = SlurmRun(cluster, jobs, warmup, settings.slurm, settings.interval_s, history_s)
         self.written = Written()
         self._fixed_at: tuple[tuple[Job, ...], int, bool] = ((), -1, True)
         self.guarded: set[int] = set()
