@@ -23,6 +23,7 @@ from rltuned.core.levers import LeverSpec, enabled
 from rltuned.errors import ConfigError
 from rltuned.placement.milp import MilpConfig
 from rltuned.policies import POLICIES
+from rltuned.rl import Engine
 
 DEFAULT_PATH = Path("/etc/rltuned/rltuned.toml")
 ENV_PREFIX = "RLTUNED_"
@@ -76,7 +77,7 @@ class PolicySettings(_Section):
     parent directory (a model's ranking is written with the daemon's Operator rights)."""
     model_sha256: tuple[str, ...] = ()
     """actor.pt digests that `reload-model` may load from any path."""
-    engine: Literal["compiled", "torchscript"] = "compiled"
+    engine: Engine = "compiled"
     """What runs the model's forward pass: "compiled", its kernel read off the TorchScript graph and
     checked against it at load (about 4x faster in the loop; TorchScript for a graph it cannot read), or
     "torchscript", the interpreter. They agree to float32 rounding; near-ties may rank differently."""

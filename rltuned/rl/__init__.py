@@ -1,12 +1,15 @@
 """The learning half of RLTune: PPO actor-critic over the state matrix, trained against the simulator."""
 
+from typing import Literal, get_args
+
 REWARDS = ("terminal", "dense")
 """How the environment pays the reward (rltuned.rl.env); here so the CLI can list it without gymnasium."""
 
 LOOPS = ("ticks", "paper")
 """The training and evaluation loops: the daemon's (one ranking per tick, rl/tick_env.py) and the
 paper-replication loop (one job chosen per decision, rl/env.py)."""
-ENGINES = ("compiled", "torchscript")
+Engine = Literal["compiled", "torchscript"]
+ENGINES: tuple[str, ...] = get_args(Engine)
 """What runs a model's forward pass: its compiled kernel where its graph has one (rl/actor_kernel.py;
 TorchScript otherwise), or always the TorchScript interpreter. The two compute the same function to
 float32 rounding, and rounding differences order near-ties differently, which a schedule can amplify

@@ -90,7 +90,7 @@ def _forward(
     subtracts it. Each row's arithmetic is its own, so a job's score does not depend on the others."""
     rows = np.flatnonzero(mask)
     n = rows.shape[0]
-    out[:] = np.float32(-1e9)
+    out[:] = np.float32(PADDING)
     here = np.empty((widths[0], n), dtype=np.float32)  # a layer's inputs, one row of jobs per unit
     for k in range(widths[0]):
         for i in range(n):
@@ -279,15 +279,23 @@ def agrees(kernel: ActorKernel, module: torch.jit.ScriptModule) -> bool:
         if k % 2:
             mask &= rng.random(MAX_JOBS) < 0.8
             actor.flags.writeable = mask.flags.writeable = False
-        with torch.inference_mode():
-            expected = module(torch.from_numpy(np.array(actor)), torch.from_numpy(np.array(mask)))
-            expected = expected.numpy().astype(np.float64)
+        expected = torchscript_scores(module, actor, mask)
         if expected.shape != (MAX_JOBS,):
             return False
         got = kernel.scores(actor, mask)
         if not np.all(np.abs(got - expected) <= TOLERANCE * np.maximum(1.0, np.abs(expected))):
             return False
     return True
+
+
+def torchscript_scores(
+    module: torch.jit.ScriptModule, actor: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64]:
+    """The module's own forward pass on numpy rows, as float64 (copies: torch wants writable arrays,
+    and a tick's observation is read-only)."""
+    with torch.inference_mode():
+        out = module(torch.from_numpy(np.array(actor)), torch.from_numpy(np.array(mask)))
+    return out.detach().numpy().astype(np.float64)
 
 
 def kernel_of(module: torch.jit.ScriptModule) -> ActorKernel | None:

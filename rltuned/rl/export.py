@@ -58,7 +58,7 @@ class LoadedModel:
         if self.kernel is not None:
             return self.kernel.scores(actor, mask)
         out = self.scores(torch.from_numpy(np.array(actor)), torch.from_numpy(np.array(mask)))
-        return out.detach().numpy().astype(np.float64)
+        return out.detach().numpy().astype(np.float64)  # through `scores`, which a subclass may wrap
 
     @property
     def engine(self) -> str:
