@@ -113,7 +113,11 @@ def _cons_tres(
 
 def _rank(allocation: Allocation, free: FreeCapacity, strategy: str) -> tuple[int, int]:
     """Pack prefers fewer nodes then less GPU left over on them; spread prefers more left over."""
-    leftover = sum(free.gpus[s.node] - s.gpus for s in allocation)
+    fg = free.gpus
+    if len(allocation) == 1:  # most placements: no generator for one slice
+        leftover = fg[allocation[0].node] - allocation[0].gpus
+    else:
+        leftover = sum([fg[s.node] - s.gpus for s in allocation])
     if strategy == "pack":
         return (len(allocation), leftover)
     return (-len(allocation), -leftover)

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from rltuned.domain import Allocation
+from rltuned.domain import Allocation, Slice
 from rltuned.placement.greedy import place
 from rltuned.placement.pools import Demand, Pool
 from rltuned.sim.capacity import Capacity
@@ -143,7 +143,12 @@ class Easy:
                         break
                 else:
                     continue
-            placed = place(demand, capacity.pools, scratch, self.greedy)
+            if need is not None and len(alloc) == 1:
+                # No node held the head before this release, which changed only node n: n is the
+                # one node that holds it, so the placer would pick it whatever its strategy.
+                placed: Allocation | None = (Slice(n, gpus, cpus, mem),)
+            else:
+                placed = place(demand, capacity.pools, scratch, self.greedy)
             if placed is not None:
                 g, c, m = scratch.gpus, scratch.cpus, scratch.mem
                 caps = {

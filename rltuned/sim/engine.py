@@ -7,6 +7,7 @@ the same input is identical.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from itertools import count
 from typing import Generic, TypeVar
 
@@ -31,6 +32,16 @@ class Engine(Generic[T]):
             raise ValueError(f"event time ({time}) must not be before the current time ({self.now})")
         heapq.heappush(self._heap, (time, priority, next(self._seq), payload))
 
+    def schedule_all(self, events: Iterable[tuple[float, int, T]]) -> None:
+        """`schedule` each (time, priority, payload) in turn, in one heapify: a run's arrivals, known
+        before it starts, cost a C loop instead of a push each."""
+        heap, seq, now = self._heap, self._seq, self.now
+        added = [(time, priority, next(seq), payload) for time, priority, payload in events]
+        if any(e[0] < now for e in added):
+            raise ValueError(f"event times must not be before the current time ({now})")
+        heap.extend(added)
+        heapq.heapify(heap)
+
     def peek(self) -> float:
         """The time of the next event, or +inf when none is left."""
         return self._heap[0][0] if self._heap else float("inf")
@@ -45,9 +56,12 @@ class Engine(Generic[T]):
 
     def pop_simultaneous(self) -> list[tuple[int, T]]:
         """Pop every event at the next event time (a scheduler decides once per instant)."""
-        time, priority, payload = self.step()
-        batch = [(priority, payload)]
         heap = self._heap
+        if not heap:
+            raise EmptySchedule()
+        time, priority, _, payload = heapq.heappop(heap)
+        self.now = time
+        batch = [(priority, payload)]
         while heap and heap[0][0] == time:
             _, priority, _, payload = heapq.heappop(heap)
             batch.append((priority, payload))

@@ -85,7 +85,7 @@ def test_a_later_simulated_start_lowers_tau() -> None:
     result = replay(workload, load_cluster(str(SINFO)), params, memory)
     # What if the simulator had held job 4 back until after job 3: one pair of five reverses order.
     late = [
-        replace(r, start=r.start + 40, end=r.end + 40) if r.job.name == "4" else r for r in result.records
+        r._replace(start=r.start + 40, end=r.end + 40) if r.job.name == "4" else r for r in result.records
     ]
     f = compare(workload.jobs, late, result.cluster, interval_s=2.0)
     assert f.kendall_tau < 1.0 and f.within_interval_share == pytest.approx(0.8)

@@ -159,8 +159,10 @@ def test_skipping_a_repeated_backfill_pass_changes_no_start(
 def test_reserving_only_where_a_release_makes_room_changes_no_start(
     workload: tuple[ClusterSpec, list[Job]], placement: str, policy: str
 ) -> None:
-    """A blocked head's reservation asks the placer only once a node a release gave back holds it
-    (`Easy.reserve`); asking at every release whose pools have the GPUs gives the same schedule."""
+    """A blocked head's reservation asks the placer only once a node a release gave back holds it,
+    and not at all when that release freed one node, the only one that can then hold it
+    (`Easy.reserve`); asking at every release whose pools have the GPUs gives the same schedule,
+    with either strategy."""
     spec, jobs = workload
     config = SimConfig(placement=placement)
     shortcut = Simulator(spec, make_policy(policy), config).run(jobs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rltuned.domain import Job, PriorityContext
 from rltuned.policies import POLICIES, make_policy
 from rltuned.sim.simulator import SimConfig, Simulator
 from tests.builders import cluster, job
@@ -179,3 +180,22 @@ def test_a_finished_run_is_freed_without_the_garbage_collector() -> None:
         assert alive() is None
     finally:
         gc.enable()
+
+
+class _NewestFirst:
+    """A caller's own static policy that reads the clock: the later a job arrives, the sooner it runs."""
+
+    name = "newest-first"
+    dynamic = False
+
+    def key(self, job: Job, ctx: PriorityContext) -> float:
+        return -ctx.now
+
+
+def test_a_static_key_that_reads_the_clock_sees_each_arrival_time() -> None:
+    """A run keeps one priority context for a base whose key reads neither the clock nor the
+    accounting (`policies.inputs.time_invariant`); a policy the table does not know gets the time of
+    its job's arrival, so the newest of B, C, D, queued behind A, starts first."""
+    jobs = [job(0, 0, 4, 100), job(1, 1, 4, 10), job(2, 2, 4, 10), job(3, 3, 4, 10)]
+    result = Simulator(ONE_NODE, _NewestFirst(), SimConfig()).run(jobs)
+    assert starts(result) == {0: 0, 3: 100, 2: 110, 1: 120}
