@@ -82,7 +82,7 @@ class Easy:
     indexes them), `shapes` the number of demand shapes it numbered (`Candidate.shape`), and `jobs`
     every job the run may queue, with indices below `size`."""
 
-    __slots__ = ("_jobs", "_size", "_table", "capacity", "failed", "greedy", "groups")
+    __slots__ = ("_heads", "_jobs", "_size", "_table", "capacity", "failed", "greedy", "groups")
 
     def __init__(
         self,
@@ -98,6 +98,9 @@ class Easy:
         self.greedy = greedy
         self._jobs, self._size = jobs, size
         self._table: JobTable | None = None
+        self._heads: dict[int, tuple[set[int], dict[int, tuple[int, int]] | None]] = {}
+        """By id of a demand some head had (the run's jobs keep their demands alive): its pools as a
+        set, and `_one_node_need` of it, which a head's every reservation reads."""
         self.failed = np.full(2 * shapes, NEVER, dtype=np.int64)
         """The fewest GPUs that failed in this pass per (shape, short) at 2 x shape + short; NEVER
         between passes (each pass resets the slots it touched)."""
@@ -122,9 +125,13 @@ class Easy:
         capacity = self.capacity
         scratch = capacity.free.copy()
         node_pool, pool_free = capacity.node_pool, capacity.pool_free.copy()
-        wanted = set(demand.pools)
+        head = self._heads.get(id(demand))
+        if head is None:
+            head = self._heads[id(demand)] = (set(demand.pools), _one_node_need(demand, capacity.pools))
+        wanted, need = head
+        if not blocked:
+            need = None
         gpus = demand.gpus
-        need = _one_node_need(demand, capacity.pools) if blocked else None
         free_g, free_c, free_m = scratch.gpus, scratch.cpus, scratch.mem
         for end, _, alloc in capacity.running:
             scratch.give(alloc)
@@ -133,7 +140,12 @@ class Easy:
                 p = node_pool[s.node]
                 pool_free[p] += s.gpus
                 relevant = relevant or p in wanted
-            if not relevant or all(pool_free[p] < gpus for p in demand.pools):
+            if not relevant:
+                continue
+            for p in demand.pools:  # may_fit's rule on the released capacity
+                if pool_free[p] >= gpus:
+                    break
+            else:
                 continue
             if need is not None:
                 for s in alloc:
