@@ -17,7 +17,7 @@ import numpy.typing as npt
 from numba import njit
 
 from rltuned.domain import Allocation, Slice
-from rltuned.placement.greedy import place
+from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import Demand, Pool
 from rltuned.sim.capacity import Capacity
 
@@ -125,14 +125,9 @@ class Easy:
         capacity = self.capacity
         scratch = capacity.free.copy()
         node_pool, pool_free = capacity.node_pool, capacity.pool_free.copy()
-        head = self._heads.get(id(demand))
-        if head is None:
-            head = self._heads[id(demand)] = (set(demand.pools), _one_node_need(demand, capacity.pools))
-        wanted, need = head
-        if not blocked:
-            need = None
+        wanted, need = self._head(demand)
+        need = need if blocked else None
         gpus = demand.gpus
-        free_g, free_c, free_m = scratch.gpus, scratch.cpus, scratch.mem
         for end, _, alloc in capacity.running:
             scratch.give(alloc)
             relevant = False
@@ -147,20 +142,15 @@ class Easy:
                     break
             else:
                 continue
-            if need is not None:
-                for s in alloc:
-                    n = s.node
-                    cpus, mem = need.get(node_pool[n], _NO_ROOM)
-                    if free_g[n] >= gpus and free_c[n] >= cpus and free_m[n] >= mem:
-                        break
-                else:
-                    continue
-            if need is not None and len(alloc) == 1:
-                # No node held the head before this release, which changed only node n: n is the
-                # one node that holds it, so the placer would pick it whatever its strategy.
-                placed: Allocation | None = (Slice(n, gpus, cpus, mem),)
-            else:
+            if need is None:
                 placed = place(demand, capacity.pools, scratch, self.greedy)
+            else:
+                holder = _holder(gpus, need, node_pool, scratch, alloc)
+                if holder is None:
+                    continue
+                # No node held the head before this release: if it changed one node, that node is
+                # the one that holds it, and the placer would pick it whatever its strategy.
+                placed = (holder,) if len(alloc) == 1 else place(demand, capacity.pools, scratch, self.greedy)
             if placed is not None:
                 g, c, m = scratch.gpus, scratch.cpus, scratch.mem
                 caps = {
@@ -170,6 +160,12 @@ class Easy:
         raise AssertionError(
             f"a demand of {demand.gpus} GPUs cannot fit an empty cluster but was not dropped"
         )
+
+    def _head(self, demand: Demand) -> tuple[set[int], dict[int, tuple[int, int]] | None]:
+        head = self._heads.get(id(demand))
+        if head is None:
+            head = self._heads[id(demand)] = (set(demand.pools), _one_node_need(demand, self.capacity.pools))
+        return head
 
     def backfill(
         self,
@@ -193,14 +189,9 @@ class Easy:
         (`next_candidate`) from `SCAN_COMPILED_FROM` candidates, in Python below it (the same rule)."""
         shadow, caps = reservation
         capacity, failed, greedy = self.capacity, self.failed, self.greedy
-        idx: npt.NDArray[np.int64] | None = None
-        if len(candidates) >= SCAN_COMPILED_FROM:
-            if kept is not None:
-                idx = np.frombuffer(kept, dtype=np.int64)
-            else:
-                idx = np.array([e.idx for e in candidates], dtype=np.int64)
+        idx = _indices(candidates, kept) if len(candidates) >= SCAN_COMPILED_FROM else None
         touched: list[int] = []
-        group_free = self._group_free(idx is not None)
+        group_free = self._group_free() if idx is not None else None
         try:
             at = self._next(candidates, idx, 0, group_free, now, shadow)
             while at >= 0:
@@ -215,7 +206,8 @@ class Easy:
                 else:
                     start(entry, alloc, now)
                     started.add(entry.idx)
-                    group_free = self._group_free(idx is not None)
+                    if idx is not None:
+                        group_free = self._group_free()
                     if not short:
                         for s in alloc:
                             if s.node in caps:
@@ -226,32 +218,36 @@ class Easy:
             for memo in touched:
                 failed[memo] = NEVER
 
-    def _group_free(self, compiled: bool) -> list[int] | npt.NDArray[np.int64]:
-        """The most free GPUs of any one pool of each group, as the scan reads them."""
-        most = self.capacity.most_free(self.groups)
-        return np.array(most, dtype=np.int64) if compiled else most
+    def _group_free(self) -> npt.NDArray[np.int64]:
+        """The most free GPUs of any one pool of each group, as the compiled scan reads them."""
+        return np.array(self.capacity.most_free(self.groups), dtype=np.int64)
 
     def _next(
         self,
         candidates: Sequence[C],
         idx: npt.NDArray[np.int64] | None,
         at: int,
-        group_free: list[int] | npt.NDArray[np.int64],
+        group_free: npt.NDArray[np.int64] | None,
         now: float,
         shadow: float,
     ) -> int:
-        """The first position from `at` whose job may fit (`next_candidate`'s rule); -1 if none."""
+        """The first position from `at` whose job may fit (`next_candidate`'s rule); -1 if none. The
+        Python scan reads the pools' free GPUs directly: a few candidates do not pay for `group_free`."""
         failed = self.failed
         if idx is not None:
-            assert isinstance(group_free, np.ndarray)
+            assert group_free is not None
             rows, est = self.table
             return int(next_candidate(idx, at, rows, est, group_free, failed, now, shadow))
+        pool_free = self.capacity.pool_free
         for i in range(at, len(candidates)):
             entry = candidates[i]
             gpus = entry.gpus
             short = now + entry.est <= shadow
-            if gpus <= group_free[entry.group] and gpus < failed[2 * entry.shape + short]:
-                return i
+            if gpus >= failed[2 * entry.shape + short]:
+                continue
+            for p in entry.demand.pools:
+                if gpus <= pool_free[p]:
+                    return i
         return -1
 
 
@@ -261,6 +257,31 @@ def _one_node_need(demand: Demand, pools: Sequence[Pool]) -> dict[int, tuple[int
     if any(demand.gpus > pools[p].gpus for p in demand.pools):
         return None
     return dict(zip(demand.pools, demand.one_node, strict=True))
+
+
+def _indices(candidates: Sequence[Candidate], kept: array[int] | None) -> npt.NDArray[np.int64]:
+    """The candidates' job indices as the compiled scan reads them: a view of the caller's copy."""
+    if kept is not None:
+        return np.frombuffer(kept, dtype=np.int64)
+    return np.array([e.idx for e in candidates], dtype=np.int64)
+
+
+def _holder(
+    gpus: int,
+    need: dict[int, tuple[int, int]],
+    node_pool: Sequence[int],
+    free: FreeCapacity,
+    alloc: Allocation,
+) -> Slice | None:
+    """The first node of `alloc` that holds a one-node job of `gpus` GPUs on `free` (`need`:
+    `_one_node_need`), as the slice the placer would give it there; None if none does."""
+    free_g, free_c, free_m = free.gpus, free.cpus, free.mem
+    for s in alloc:
+        n = s.node
+        cpus, mem = need.get(node_pool[n], _NO_ROOM)
+        if free_g[n] >= gpus and free_c[n] >= cpus and free_m[n] >= mem:
+            return Slice(n, gpus, cpus, mem)
+    return None
 
 
 @njit(cache=True)

@@ -161,10 +161,18 @@ def test_the_scan_offers_only_jobs_that_may_fit() -> None:
 def test_the_python_scan_and_the_compiled_scan_offer_the_same_jobs(
     jobs: list[tuple[int, int, int, float]], free: list[int], failed: list[int], at: int
 ) -> None:
-    """Short passes scan in Python, long ones compiled (`easy.SCAN_COMPILED_FROM`): the same rule."""
-    queue = [Scanned(i, demand(1), est, group, shape, g) for i, (g, group, shape, est) in enumerate(jobs)]
-    e = Easy(busy(), [(0,), (0,), (0,)], 3, "pack", queue, len(queue))
+    """Short passes scan in Python, long ones compiled (`easy.SCAN_COMPILED_FROM`): the same rule. The
+    Python scan reads each job's pools' free GPUs, the compiled one its group's most free."""
+    spec = cluster(("V100", 4, 1), ("P100", 4, 1), ("K80", 4, 1))  # three pools: group k is pool k
+    pools = build_pools(spec)
+    cap = Capacity(spec, pools, node_pool_index(spec, pools))
+    cap.pool_free[:] = free
+    queue = [
+        Scanned(i, Demand(1, (group,), (4.0,), (8192.0,)), est, group, shape, g)
+        for i, (g, group, shape, est) in enumerate(jobs)
+    ]
+    e = Easy(cap, [(0,), (1,), (2,)], 3, "pack", queue, len(queue))
     e.failed[:] = failed
-    python = e._next(queue, None, at, free, 0.0, 10.0)
-    compiled = e._next(queue, indices(queue), at, np.array(free, dtype=np.int64), 0.0, 10.0)
+    python = e._next(queue, None, at, None, 0.0, 10.0)
+    compiled = e._next(queue, indices(queue), at, e._group_free(), 0.0, 10.0)
     assert python == compiled
