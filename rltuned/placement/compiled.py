@@ -62,9 +62,8 @@ def place_pack(
             left += fg[scratch[s, 0]] - scratch[s, 1]
         if best_len < 0 or found < best_len or (found == best_len and left < best_left):
             best_len, best_left, count = found, left, found
-            by_node = np.argsort(scratch[:found, 0])
-            for s in range(found):
-                out[s] = scratch[by_node[s]]
+            for s in range(found):  # both searches write their slices by node
+                out[s] = scratch[s]
     return count
 
 
@@ -110,13 +109,16 @@ def many_nodes(
 ) -> int:
     """`greedy._multi_node` with `_pack_shares`: the nodes with the most usable GPUs first (ties to the
     lower node) until the rest fits on one node, then the tightest such node (ties to the lower). Writes
-    the slices in the order taken; returns their count, or 0 if the pool cannot hold the job."""
+    the slices by node (as `_multi_node` returns them, so the caller need not sort a job's tens of
+    slices in Python); returns their count, or 0 if the pool cannot hold the job."""
     usable = np.empty(nodes.shape[0], dtype=np.int64)
     for i in range(nodes.shape[0]):
         usable[i] = usable_gpus(fg[nodes[i]], fc[nodes[i]], fm[nodes[i]], cpg, mpg)
     if usable.sum() < gpus:
         return 0
     order = np.argsort(-usable, kind="mergesort")  # nodes are ascending; the sort is stable
+    taken = np.empty(order.shape[0], dtype=np.int64)  # node, in the order taken
+    share = np.empty(order.shape[0], dtype=np.int64)
     remaining, count = gpus, 0
     for a in range(order.shape[0]):
         u = usable[order[a]]
@@ -127,10 +129,13 @@ def many_nodes(
                 if v >= remaining and (v < usable[fit] or (v == usable[fit] and order[b] < fit)):
                     fit = order[b]
             u, order[a] = remaining, fit
-        out[count, 0], out[count, 1] = nodes[order[a]], u
-        out[count, 2], out[count, 3] = slice_size(u, cpg), slice_size(u, mpg)
+        taken[count], share[count] = nodes[order[a]], u
         count += 1
         remaining -= u
         if remaining == 0:
             break
+    by_node = np.argsort(taken[:count])
+    for s in range(count):
+        n, u = taken[by_node[s]], share[by_node[s]]
+        out[s, 0], out[s, 1], out[s, 2], out[s, 3] = n, u, slice_size(u, cpg), slice_size(u, mpg)
     return count

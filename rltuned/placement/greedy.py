@@ -206,8 +206,7 @@ def _multi_node_compiled(demand: Demand, k: int, pool: Pool, free: FreeCapacity)
     )
     if count == 0:
         return None
-    rows = out[:count]
-    return tuple(map(_as_slice, sorted(rows.tolist())))
+    return tuple(map(_as_slice, out[:count].tolist()))  # by node
 
 
 _as_slice = partial(tuple.__new__, Slice)

@@ -50,16 +50,25 @@ class Capacity:
         return most
 
     def take(self, alloc: Allocation, expected_end: float, idx: int) -> None:
-        self.free.take(alloc)
-        node_pool, pool_free = self.node_pool, self.pool_free
-        for node, gpus, _, _ in alloc:
+        """`FreeCapacity.take` and the pools' totals in one pass over the slices (an SWF job has a
+        slice per node, tens of them)."""
+        free, node_pool, pool_free = self.free, self.node_pool, self.pool_free
+        g, c, m = free.gpus, free.cpus, free.mem
+        for node, gpus, cpus, mem in alloc:
+            g[node] -= gpus
+            c[node] -= cpus
+            m[node] -= mem
             pool_free[node_pool[node]] -= gpus
         bisect.insort(self.running, (expected_end, idx, alloc))
 
     def give(self, alloc: Allocation, expected_end: float, idx: int) -> None:
-        self.free.give(alloc)
-        node_pool, pool_free = self.node_pool, self.pool_free
-        for node, gpus, _, _ in alloc:
+        """`FreeCapacity.give` and the pools' totals in one pass, as `take`."""
+        free, node_pool, pool_free = self.free, self.node_pool, self.pool_free
+        g, c, m = free.gpus, free.cpus, free.mem
+        for node, gpus, cpus, mem in alloc:
+            g[node] += gpus
+            c[node] += cpus
+            m[node] += mem
             pool_free[node_pool[node]] += gpus
         at = bisect.bisect_left(self.running, (expected_end, idx))
         del self.running[at]
