@@ -394,7 +394,10 @@ def priority_targets(
     """Strictly decreasing priorities in `order`, within [low, high], reusing values rltuned wrote.
 
     `current` is what Slurm reports; a job keeps its value only if rltuned wrote it (`owned`) and Slurm
-    still shows it, and it lies on the longest chain of such jobs already in order.
+    still shows it, and it lies on the longest chain of such jobs already in order; the jobs between
+    two kept ones get values `step` apart where the room allows. A queue of hundreds keeps most of its
+    values from tick to tick, so the kept jobs are written in one comprehension and only the gaps are
+    visited.
     """
     n = len(order)
     if n == 0:
@@ -404,18 +407,16 @@ def priority_targets(
         for i, j in enumerate(order)
         if (value := owned.get(j)) is not None and current.get(j) == value and low <= value <= high
     ]
-    in_order = all(a[1] > b[1] for a, b in itertools.pairwise(inside))  # an unchanged plan: all of it
-    keep = inside if in_order else _longest_decreasing(inside)
+    keep = _longest_decreasing(inside)
     if not keep:
         return _renumber(order, low, high, step)
-    targets: dict[int, int] = {}
+    targets = {order[i]: value for i, value in keep}
     anchors = [(-1, high + 1), *keep, (n, low - 1)]
-    for (i0, upper), (i1, lower) in itertools.pairwise(anchors):
-        if i0 >= 0:
-            targets[order[i0]] = upper
+    at = [i for i, _ in anchors]
+    gaps = itertools.compress(range(len(at) - 1), map(operator.ne, map(operator.sub, at[1:], at[:-1]), _ONES))
+    for a in gaps:
+        (i0, upper), (i1, lower) = anchors[a], anchors[a + 1]
         m = i1 - i0 - 1
-        if m == 0:
-            continue
         if i0 < 0:  # above the first kept job: step upwards from it
             spacing = min(step, (upper - lower - 1) // m)
             values = [lower + spacing * (m - k) for k in range(m)]
@@ -424,9 +425,11 @@ def priority_targets(
             values = [upper - spacing * (k + 1) for k in range(m)]
         if spacing < 1:
             return _renumber(order, low, high, step)
-        for k, value in enumerate(values):
-            targets[order[i0 + 1 + k]] = value
+        targets.update(zip(order[i0 + 1 : i1], values, strict=True))
     return targets
+
+
+_ONES = itertools.repeat(1)
 
 
 def _renumber(order: Sequence[int], low: int, high: int, step: int) -> dict[int, int]:
@@ -442,11 +445,41 @@ def _renumber(order: Sequence[int], low: int, high: int, step: int) -> dict[int,
 
 
 def _longest_decreasing(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The longest subsequence of (index, value) points whose values strictly decrease (O(n log n))."""
+    """The longest subsequence of (index, value) points whose values strictly decrease (O(n log n)):
+    patience sorting's chain. Where the order barely moved (a deterministic ranking's queue of
+    hundreds, a few strictly decreasing runs), a point that extends the longest chain is followed by
+    the rest of its run, which extend it too, so the run is appended at once."""
+    values = [v for _, v in points]
+    n = len(values)
+    starts = [0, *itertools.compress(range(1, n), map(operator.le, values[:-1], values[1:]))]
+    if len(starts) == 1:  # already in order: all of it (an unchanged plan)
+        return list(points)
+    if len(starts) > n // 8:  # a shuffled order (a sampled ranking): runs too short to pay
+        return _patience(points, values)
     tails: list[int] = []  # tails[k]: -value at the end of the best chain of length k+1 (increasing)
     tail_at: list[int] = []
-    parent: list[int] = [-1] * len(points)
-    for p, (_, value) in enumerate(points):
+    parent: list[int] = [-1] * n
+    for s, e in zip(starts, [*starts[1:], n], strict=True):  # each strictly decreasing run
+        for p in range(s, e):
+            value = values[p]
+            k = bisect.bisect_left(tails, -value)
+            parent[p] = tail_at[k - 1] if k > 0 else -1
+            if k == len(tails):  # it, and the rest of its run, extend the longest chain
+                tails.extend(map(operator.neg, values[p:e]))
+                tail_at.extend(range(p, e))
+                parent[p + 1 : e] = range(p, e - 1)
+                break
+            tails[k] = -value
+            tail_at[k] = p
+    return _chain(points, tail_at, parent)
+
+
+def _patience(points: Sequence[tuple[int, int]], values: Sequence[int]) -> list[tuple[int, int]]:
+    """`_longest_decreasing` one point at a time."""
+    tails: list[int] = []
+    tail_at: list[int] = []
+    parent: list[int] = [-1] * len(values)
+    for p, value in enumerate(values):
         k = bisect.bisect_left(tails, -value)
         if k == len(tails):
             tails.append(-value)
@@ -455,6 +488,10 @@ def _longest_decreasing(points: Sequence[tuple[int, int]]) -> list[tuple[int, in
             tails[k] = -value
             tail_at[k] = p
         parent[p] = tail_at[k - 1] if k > 0 else -1
+    return _chain(points, tail_at, parent)
+
+
+def _chain(points: Sequence[tuple[int, int]], tail_at: list[int], parent: list[int]) -> list[tuple[int, int]]:
     chain: list[tuple[int, int]] = []
     p = tail_at[-1] if tail_at else -1
     while p >= 0:

@@ -157,3 +157,102 @@ def test_a_kept_plan_is_the_plan_made_afresh(ticks: list[tuple[str, bool, int]],
                 ledger.record_applied(action)
             if kind == "priority":
                 jobs = [dataclasses.replace(j, priority=written.get(j.id, j.priority)) for j in jobs]
+
+
+def _patience(points: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest strictly decreasing chain, one patience-sorting step per point, as first written."""
+    import bisect
+
+    tails: list[int] = []
+    tail_at: list[int] = []
+    parent = [-1] * len(points)
+    for p, (_, value) in enumerate(points):
+        k = bisect.bisect_left(tails, -value)
+        if k == len(tails):
+            tails.append(-value)
+            tail_at.append(p)
+        else:
+            tails[k], tail_at[k] = -value, p
+        parent[p] = tail_at[k - 1] if k > 0 else -1
+    chain: list[tuple[int, int]] = []
+    p = tail_at[-1] if tail_at else -1
+    while p >= 0:
+        chain.append(points[p])
+        p = parent[p]
+    return chain[::-1]
+
+
+def _targets_as_first_written(
+    order: list[int], current: dict[int, int], owned: dict[int, int], low: int, high: int, step: int
+) -> dict[int, int]:
+    """`priority_targets` as first written, one anchor and one patience step at a time: the oracle
+    for the faster code, which must give the same values."""
+    n = len(order)
+    inside = [(i, owned[j]) for i, j in enumerate(order) if j in owned and current.get(j) == owned[j]]
+    keep = _patience([(i, v) for i, v in inside if low <= v <= high])
+    top = high - (high - low) // 4
+    spacing = max(1, min(step, (top - low) // max(n - 1, 1)))
+    if spacing * (n - 1) > top - low:
+        top, spacing = high, max(1, (high - low) // max(n - 1, 1))
+    renumbered = {j: max(low, top - spacing * i) for i, j in enumerate(order)}
+    if not keep:
+        return renumbered
+    targets: dict[int, int] = {}
+    for (i0, upper), (i1, lower) in itertools.pairwise([(-1, high + 1), *keep, (n, low - 1)]):
+        if i0 >= 0:
+            targets[order[i0]] = upper
+        m = i1 - i0 - 1
+        if m == 0:
+            continue
+        if i0 < 0:
+            spacing = min(step, (upper - lower - 1) // m)
+            values = [lower + spacing * (m - k) for k in range(m)]
+        else:
+            spacing = min(step, (upper - lower - 1) // (m + 1 if i1 < n else m))
+            values = [upper - spacing * (k + 1) for k in range(m)]
+        if spacing < 1:
+            return renumbered
+        targets.update(zip(order[i0 + 1 : i1], values, strict=True))
+    return targets
+
+
+@given(
+    st.lists(st.integers(0, 300), max_size=120, unique=True),
+    st.dictionaries(st.integers(0, 300), st.integers(0, 12_000), max_size=120),
+    st.sets(st.integers(0, 300)),
+    st.sampled_from([(1_000, 10_000_000, 1_000), (1, 200, 1_000), (1_000, 12_000, 7)]),
+)
+def test_the_targets_are_those_of_the_rule_as_first_written(
+    order: list[int], owned: dict[int, int], drifted: set[int], band: tuple[int, int, int]
+) -> None:
+    """Runs of values already in order are kept at once and only the gaps between kept jobs are
+    filled; the values are those of one patience step and one anchor at a time, for any mix of kept,
+    drifted, out-of-band and new jobs."""
+    low, high, step = band
+    current = {j: v + 1 if j in drifted else v for j, v in owned.items()}
+    assert priority_targets(order, current, owned, low, high, step) == _targets_as_first_written(
+        order, current, owned, low, high, step
+    )
+
+
+@st.composite
+def _values(draw: st.DrawFn) -> list[int]:
+    """Shuffled values (a sampled ranking's), or decreasing ones with a few moved (a deterministic
+    ranking's queue, a few arrivals and starts since the last tick)."""
+    if draw(st.booleans()):
+        return draw(st.lists(st.integers(0, 50), max_size=60))
+    values = sorted(draw(st.lists(st.integers(0, 500), min_size=16, max_size=120)), reverse=True)
+    for _ in range(draw(st.integers(0, 4))):
+        at, to = draw(st.integers(0, len(values) - 1)), draw(st.integers(0, len(values) - 1))
+        values.insert(to, values.pop(at))
+    return values
+
+
+@given(_values())
+def test_the_longest_decreasing_chain_is_patience_sortings(values: list[int]) -> None:
+    """`_longest_decreasing`, which appends a run at once where it cannot branch, picks the chain
+    patience sorting picks one point at a time (ties and repeated values included)."""
+    from rltuned.core.plan import _longest_decreasing
+
+    points = list(enumerate(values))
+    assert _longest_decreasing(points) == _patience(points)
