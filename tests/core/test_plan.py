@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rltuned.core.levers import Action
-from rltuned.core.plan import Written, priority_targets
+from rltuned.core.plan import Written, _longest_decreasing, _patience, priority_targets
 
 LOW, HIGH, STEP = 1_000, 10_000_000, 1_000
 
@@ -159,37 +159,15 @@ def test_a_kept_plan_is_the_plan_made_afresh(ticks: list[tuple[str, bool, int]],
                 jobs = [dataclasses.replace(j, priority=written.get(j.id, j.priority)) for j in jobs]
 
 
-def _patience(points: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The longest strictly decreasing chain, one patience-sorting step per point, as first written."""
-    import bisect
-
-    tails: list[int] = []
-    tail_at: list[int] = []
-    parent = [-1] * len(points)
-    for p, (_, value) in enumerate(points):
-        k = bisect.bisect_left(tails, -value)
-        if k == len(tails):
-            tails.append(-value)
-            tail_at.append(p)
-        else:
-            tails[k], tail_at[k] = -value, p
-        parent[p] = tail_at[k - 1] if k > 0 else -1
-    chain: list[tuple[int, int]] = []
-    p = tail_at[-1] if tail_at else -1
-    while p >= 0:
-        chain.append(points[p])
-        p = parent[p]
-    return chain[::-1]
-
-
 def _targets_as_first_written(
     order: list[int], current: dict[int, int], owned: dict[int, int], low: int, high: int, step: int
 ) -> dict[int, int]:
-    """`priority_targets` as first written, one anchor and one patience step at a time: the oracle
-    for the faster code, which must give the same values."""
+    """`priority_targets` as first written, one anchor at a time and its chain one patience step at a
+    time (`_patience`): the oracle for the faster code, which must give the same values."""
     n = len(order)
     inside = [(i, owned[j]) for i, j in enumerate(order) if j in owned and current.get(j) == owned[j]]
-    keep = _patience([(i, v) for i, v in inside if low <= v <= high])
+    points = [(i, v) for i, v in inside if low <= v <= high]
+    keep = _patience(points, [v for _, v in points])
     top = high - (high - low) // 4
     spacing = max(1, min(step, (top - low) // max(n - 1, 1)))
     if spacing * (n - 1) > top - low:
@@ -252,7 +230,5 @@ def _values(draw: st.DrawFn) -> list[int]:
 def test_the_longest_decreasing_chain_is_patience_sortings(values: list[int]) -> None:
     """`_longest_decreasing`, which appends a run at once where it cannot branch, picks the chain
     patience sorting picks one point at a time (ties and repeated values included)."""
-    from rltuned.core.plan import _longest_decreasing
-
     points = list(enumerate(values))
-    assert _longest_decreasing(points) == _patience(points)
+    assert _longest_decreasing(points) == _patience(points, values)
