@@ -98,9 +98,9 @@ class Easy:
         self.greedy = greedy
         self._jobs, self._size = jobs, size
         self._table: JobTable | None = None
-        self._heads: dict[int, tuple[set[int], dict[int, tuple[int, int]] | None]] = {}
-        """By id of a demand some head had (the run's jobs keep their demands alive): its pools as a
-        set, and `_one_node_need` of it, which a head's every reservation reads."""
+        self._heads: dict[int, tuple[Demand, set[int], dict[int, tuple[int, int]] | None]] = {}
+        """By id of a demand some head had: the demand, its pools as a set, and `_one_node_need` of
+        it, which a head's every reservation reads."""
         self.failed = np.full(2 * shapes, NEVER, dtype=np.int64)
         """The fewest GPUs that failed in this pass per (shape, short) at 2 x shape + short; NEVER
         between passes (each pass resets the slots it touched)."""
@@ -120,7 +120,8 @@ class Easy:
 
         `blocked` says the head fits on no node now (the caller's placement just failed). A head that
         every eligible pool holds on one node then starts to fit only on a node a release gives back
-        to, so the placer is asked only once such a node holds it: the same reservation, without the
+        to, so the placer is asked only once such a node holds it, and not at all when that release
+        freed a single node, the only one that can then hold it: the same reservation, without the
         placements that must fail."""
         capacity = self.capacity
         scratch = capacity.free.copy()
@@ -163,9 +164,10 @@ class Easy:
 
     def _head(self, demand: Demand) -> tuple[set[int], dict[int, tuple[int, int]] | None]:
         head = self._heads.get(id(demand))
-        if head is None:
-            head = self._heads[id(demand)] = (set(demand.pools), _one_node_need(demand, self.capacity.pools))
-        return head
+        if head is None or head[0] is not demand:  # an id is reused once its object is gone
+            head = (demand, set(demand.pools), _one_node_need(demand, self.capacity.pools))
+            self._heads[id(demand)] = head
+        return head[1], head[2]
 
     def backfill(
         self,

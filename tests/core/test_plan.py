@@ -194,18 +194,35 @@ def _targets_as_first_written(
     return targets
 
 
+@st.composite
+def _plans(draw: st.DrawFn) -> tuple[list[int], dict[int, int]]:
+    """An order and the values rltuned wrote: random ones, or the last tick's in order with a few
+    jobs moved, a few new and a few gone (a deterministic ranking's next tick)."""
+    order = draw(st.lists(st.integers(0, 300), max_size=120, unique=True))
+    if draw(st.booleans()):
+        return order, draw(st.dictionaries(st.integers(0, 300), st.integers(0, 12_000), max_size=120))
+    owned = {j: 11_000 - 75 * k for k, j in enumerate(order)}
+    for j in draw(st.sets(st.sampled_from(order))) if order else ():
+        if draw(st.integers(0, 9)) == 0:
+            del owned[j]  # new since the last tick
+    for _ in range(draw(st.integers(0, 4)) if order else 0):
+        at, to = draw(st.integers(0, len(order) - 1)), draw(st.integers(0, len(order) - 1))
+        order.insert(to, order.pop(at))
+    return order, owned
+
+
 @given(
-    st.lists(st.integers(0, 300), max_size=120, unique=True),
-    st.dictionaries(st.integers(0, 300), st.integers(0, 12_000), max_size=120),
+    _plans(),
     st.sets(st.integers(0, 300)),
     st.sampled_from([(1_000, 10_000_000, 1_000), (1, 200, 1_000), (1_000, 12_000, 7)]),
 )
 def test_the_targets_are_those_of_the_rule_as_first_written(
-    order: list[int], owned: dict[int, int], drifted: set[int], band: tuple[int, int, int]
+    plan: tuple[list[int], dict[int, int]], drifted: set[int], band: tuple[int, int, int]
 ) -> None:
     """Runs of values already in order are kept at once and only the gaps between kept jobs are
     filled; the values are those of one patience step and one anchor at a time, for any mix of kept,
     drifted, out-of-band and new jobs."""
+    order, owned = plan
     low, high, step = band
     current = {j: v + 1 if j in drifted else v for j, v in owned.items()}
     assert priority_targets(order, current, owned, low, high, step) == _targets_as_first_written(

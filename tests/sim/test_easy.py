@@ -88,6 +88,17 @@ def test_the_head_is_reserved_where_the_first_release_makes_room() -> None:
     assert e.reserve(demand(4), now=0.0) == Reservation(50.0, {1: (0, 0, 0)})
 
 
+def test_a_blocked_head_is_reserved_with_its_own_needs() -> None:
+    """The same as a blocked head (it fits on no node now): the release of node 1 gives the one node
+    that holds it, taken without the placer, with the CPUs and memory of the head's own GPU count;
+    one object serves heads of several demands, each a new object (whose id may be a gone one's)."""
+    e, _, _ = run_easy(busy())
+    two, four = demand(2), demand(4)
+    assert e.reserve(two, now=0.0, blocked=True) == Reservation(50.0, {1: (2, 8, 16384)})
+    e._heads[id(four)] = e._heads.pop(id(two))  # as if `four` had taken the gone `two`'s address
+    assert e.reserve(four, now=0.0, blocked=True) == Reservation(50.0, {1: (0, 0, 0)})
+
+
 def test_an_overdue_job_makes_the_shadow_time_now() -> None:
     e, _, _ = run_easy(busy())
     assert e.reserve(demand(4), now=70.0).shadow == 70.0
