@@ -249,10 +249,10 @@ class _Run:
         self.solver_fallbacks = 0
         self.history = HistoryTracker(self.origin, self.cfg.fairshare_half_life_s)
         # Only a key that reads the accounting, or a chooser's snapshot, sees the finished jobs.
-        self.keeps_history = choosing or _reads_history(self.policy.name)
+        self.keeps_history = choosing or _reads(reads_history, self.policy.name, unknown=True)
         self.static_history = self.history.view(self.origin, None)
         self.fixed_context: PriorityContext | None = None
-        if not self.policy.dynamic and _time_invariant(self.policy.name):
+        if not self.policy.dynamic and _reads(time_invariant, self.policy.name, unknown=False):
             self.fixed_context = PriorityContext(
                 self.origin, self.total_gpus, self.static_history, self.origin, self.nodes
             )
@@ -544,17 +544,10 @@ class _Run:
         )
 
 
-def _time_invariant(policy: str) -> bool:
-    """`policies.inputs.time_invariant`, and False for a policy it does not know (a caller's own)."""
+def _reads(rule: Callable[[str], bool], policy: str, unknown: bool) -> bool:
+    """`rule` (`policies.inputs.reads_history` or `time_invariant`) of `policy`, and `unknown` for a
+    policy the table does not know (a caller's own): the answer that is safe for it."""
     try:
-        return time_invariant(policy)
+        return rule(policy)
     except KeyError:
-        return False
-
-
-def _reads_history(policy: str) -> bool:
-    """`policies.inputs.reads_history`, and True for a policy it does not know (a caller's own)."""
-    try:
-        return reads_history(policy)
-    except KeyError:
-        return True
+        return unknown
