@@ -5,6 +5,10 @@ few hundred rows is tested every `bf_interval`: the earliest-start search below 
 and a Python placement per candidate row, about 80 us a job; compiled, it is a few. A whole pass
 (`backfill_pass`) is one call, so no Python runs per tested job. The pack rule on
 arrays (`place_pack`) lives in `placement/compiled.py`.
+
+A profile is three arrays: row r starts at `times[r]` (ascending) and its free capacity per node is
+`cap[slot[r]]` ([GPUs, CPUs, memory] x nodes). A reservation adds rows in the middle of the plan; through
+`slot` they are written once, at the end of `cap`, instead of moving every later row down.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ PACK, CONS_TRES = 0, 1
 @njit(cache=True)
 def earliest_on_one_node(
     times: npt.NDArray[np.float64],
+    slot: npt.NDArray[np.int64],
     cap: npt.NDArray[np.int64],
     first: int,
     last: int,
@@ -54,14 +59,17 @@ def earliest_on_one_node(
             n = nodes[i]
             if lacking[i] < k:
                 r = k
-                while r < rows and cap[r, 0, n] >= gpus and cap[r, 1, n] >= cpus and cap[r, 2, n] >= mem:
+                while r < rows:
+                    q = slot[r]
+                    if cap[q, 0, n] < gpus or cap[q, 1, n] < cpus or cap[q, 2, n] < mem:
+                        break
                     r += 1
                 lacking[i] = r
             if lacking[i] < stop:
                 continue
-            low = cap[k, 0, n]
+            low = cap[slot[k], 0, n]
             for r in range(k + 1, stop):
-                low = min(low, cap[r, 0, n])
+                low = min(low, cap[slot[r], 0, n])
             left = low - gpus
             if best < 0 or left < best_left:
                 best, best_left = i, left
@@ -73,6 +81,7 @@ def earliest_on_one_node(
 @njit(cache=True)
 def earliest_on_nodes(
     times: npt.NDArray[np.float64],
+    slot: npt.NDArray[np.int64],
     cap: npt.NDArray[np.int64],
     first: int,
     last: int,
@@ -88,17 +97,19 @@ def earliest_on_nodes(
     A row whose own capacity cannot hold the job is passed over without reading its span."""
     rows = times.shape[0]
     for k in range(first, last):
+        at = slot[k]
         total = 0
         for n in nodes:
-            total += usable_gpus(cap[k, 0, n], cap[k, 1, n], cap[k, 2, n], cpu_per_gpu, mem_per_gpu)
+            total += usable_gpus(cap[at, 0, n], cap[at, 1, n], cap[at, 2, n], cpu_per_gpu, mem_per_gpu)
         if total < gpus:
             continue
         stop = min(max(np.searchsorted(times, times[k] + limit), k + 1), rows)
         total = 0
         for n in nodes:
-            g, c, m = cap[k, 0, n], cap[k, 1, n], cap[k, 2, n]
+            g, c, m = cap[at, 0, n], cap[at, 1, n], cap[at, 2, n]
             for r in range(k + 1, stop):
-                g, c, m = min(g, cap[r, 0, n]), min(c, cap[r, 1, n]), min(m, cap[r, 2, n])
+                q = slot[r]
+                g, c, m = min(g, cap[q, 0, n]), min(c, cap[q, 1, n]), min(m, cap[q, 2, n])
                 if g <= 0:
                     break
             total += usable_gpus(g, c, m, cpu_per_gpu, mem_per_gpu)
@@ -109,30 +120,42 @@ def earliest_on_nodes(
 
 @njit(cache=True)
 def split_rows(
-    times: npt.NDArray[np.float64], cap: npt.NDArray[np.int64], size: int, start: float, end: float
+    times: npt.NDArray[np.float64],
+    slot: npt.NDArray[np.int64],
+    cap: npt.NDArray[np.int64],
+    size: int,
+    start: float,
+    end: float,
 ) -> tuple[int, int, int]:
     """Rows starting at `start` and at `end` in the first `size` rows (split off the intervals holding
     them, copying their capacity), for a reservation of [start, end) with start >= times[0]. The arrays
     need room for two more rows. Returns (first row, end row, new size)."""
-    k0, size = _split(times, cap, size, start)
-    k1, size = _split(times, cap, size, end)
+    k0, size = _split(times, slot, cap, size, start)
+    k1, size = _split(times, slot, cap, size, end)
     return k0, k1, size
 
 
 @njit(cache=True)
 def _split(
-    times: npt.NDArray[np.float64], cap: npt.NDArray[np.int64], size: int, t: float
+    times: npt.NDArray[np.float64],
+    slot: npt.NDArray[np.int64],
+    cap: npt.NDArray[np.int64],
+    size: int,
+    t: float,
 ) -> tuple[int, int]:
+    """A new row's capacity goes to the next free slot of `cap` (`size`: slots are used in order), and
+    only the times and the slot numbers move to keep the rows in time order: moving the capacity of
+    every later row instead (3 x nodes values a row, hundreds of rows once a pass has reserved for
+    hundreds of jobs) was about 40% of a congested queue's pass."""
     k = int(np.searchsorted(times[:size], t, side="right")) - 1
     if times[k] == t:
         return k, size
-    for r in range(size, k + 1, -1):  # element by element: numba's row assignment costs more
+    for r in range(size, k + 1, -1):
         times[r] = times[r - 1]
-        for q in range(cap.shape[1]):
-            for n in range(cap.shape[2]):
-                cap[r, q, n] = cap[r - 1, q, n]
+        slot[r] = slot[r - 1]
     times[k + 1] = t
-    cap[k + 1] = cap[k]
+    slot[k + 1] = size
+    cap[size] = cap[slot[k]]
     return k + 1, size + 1
 
 
@@ -153,6 +176,7 @@ def record(start: float, end: float, now: float, resolution: float) -> tuple[flo
 @njit(cache=True)
 def hold(
     times: npt.NDArray[np.float64],
+    slot: npt.NDArray[np.int64],
     cap: npt.NDArray[np.int64],
     size: int,
     now: float,
@@ -167,16 +191,17 @@ def hold(
     nodes when `whole_nodes`, and not at all when the rounding leaves nothing. Returns the new row count;
     the arrays need room for two more rows."""
     if start <= now:
-        return reserve(times, cap, size, start, end, slices)
+        return reserve(times, slot, cap, size, start, end, slices)
     rs, re = record(start, end, now, resolution)
     if re <= rs:
         return size
-    return reserve(times, cap, size, rs, re, slices, whole_nodes)
+    return reserve(times, slot, cap, size, rs, re, slices, whole_nodes)
 
 
 @njit(cache=True)
 def earliest_start(
     times: npt.NDArray[np.float64],
+    slot: npt.NDArray[np.int64],
     cap: npt.NDArray[np.int64],
     limit: float,
     horizon: float,
@@ -211,19 +236,19 @@ def earliest_start(
         nodes = pool_flat[pool_ptr[p] : pool_ptr[p + 1]]
         if gpus <= pool_gpus[p]:
             c, m = slice_size(gpus, dem_cpg[k]), slice_size(gpus, dem_mpg[k])
-            row, i, left = earliest_on_one_node(times, cap, first, last, limit, nodes, gpus, c, m)
+            row, i, left = earliest_on_one_node(times, slot, cap, first, last, limit, nodes, gpus, c, m)
             if row >= 0 and (s_row < 0 or row < s_row or (row == s_row and left < s_left)):
                 s_row, s_left, s_k, s_node = row, left, k, nodes[i]
         else:
-            row = earliest_on_nodes(times, cap, first, last, limit, nodes, gpus, dem_cpg[k], dem_mpg[k])
+            row = earliest_on_nodes(times, slot, cap, first, last, limit, nodes, gpus, dem_cpg[k], dem_mpg[k])
             if row >= 0 and (multi < 0 or row < multi):
                 multi = row
     if multi >= 0 and (s_row < 0 or multi < s_row):
         end = times[multi] + limit
         j = max(int(np.searchsorted(times, end, side="left")), multi + 1)
-        low = cap[multi]
+        low = cap[slot[multi]]
         for r in range(multi + 1, j):
-            low = np.minimum(low, cap[r])
+            low = np.minimum(low, cap[slot[r]])
         count = place_pack(
             low[0], low[1], low[2], gpus, dem_pool, dem_cpg, dem_mpg, pool_ptr, pool_flat, pool_gpus, out
         )
@@ -234,6 +259,7 @@ def earliest_start(
     if select == CONS_TRES:
         s_node, s_k = _cons_tres_node(
             times,
+            slot,
             cap,
             s_row,
             limit,
@@ -253,6 +279,7 @@ def earliest_start(
 @njit(cache=True)
 def _cons_tres_node(
     times: npt.NDArray[np.float64],
+    slot: npt.NDArray[np.int64],
     cap: npt.NDArray[np.int64],
     k: int,
     limit: float,
@@ -278,19 +305,21 @@ def _cons_tres_node(
         for n in pool_flat[pool_ptr[p] : pool_ptr[p + 1]]:
             holds = True
             for r in range(k, stop):
-                if cap[r, 0, n] < gpus or cap[r, 1, n] < c or cap[r, 2, n] < m:
+                q = slot[r]
+                if cap[q, 0, n] < gpus or cap[q, 1, n] < c or cap[q, 2, n] < m:
                     holds = False
                     break
             if holds:
                 candidate[n] = True
                 entry[n] = e
-    node = tightest_node(cap[k, 1].copy(), candidate)
+    node = tightest_node(cap[slot[k], 1].copy(), candidate)
     return node, entry[node]
 
 
 @njit(cache=True)
 def reserve(
     times: npt.NDArray[np.float64],
+    slot: npt.NDArray[np.int64],
     cap: npt.NDArray[np.int64],
     size: int,
     start: float,
@@ -302,23 +331,26 @@ def reserve(
     entirely (sched/backfill's plan for a job that starts later removes its nodes from every other
     job's availability in that window: `node_space` keeps node bitmaps). Returns the new row count.
     The arrays need room for two more rows."""
-    k0, k1, size = split_rows(times, cap, size, start, end)
+    k0, k1, size = split_rows(times, slot, cap, size, start, end)
     for s in range(slices.shape[0]):
         n = slices[s, 0]
         if whole:
             for r in range(k0, k1):
-                cap[r, 0, n], cap[r, 1, n], cap[r, 2, n] = 0, 0, 0
+                q = slot[r]
+                cap[q, 0, n], cap[q, 1, n], cap[q, 2, n] = 0, 0, 0
             continue
         for r in range(k0, k1):
-            cap[r, 0, n] -= slices[s, 1]
-            cap[r, 1, n] -= slices[s, 2]
-            cap[r, 2, n] -= slices[s, 3]
+            q = slot[r]
+            cap[q, 0, n] -= slices[s, 1]
+            cap[q, 1, n] -= slices[s, 2]
+            cap[q, 2, n] -= slices[s, 3]
     return size
 
 
 @njit(cache=True)
 def backfill_pass(
     times: npt.NDArray[np.float64],
+    slot: npt.NDArray[np.int64],
     cap: npt.NDArray[np.int64],
     size: int,
     now: float,
@@ -358,12 +390,14 @@ def backfill_pass(
         for e in range(j):
             if job_shape[e] == shape and job_gpus[e] <= g and job_limit[e] <= limit and found_at[e] > bound:
                 bound = found_at[e]
+                if bound > horizon:  # skipped whatever the rest holds: most of a congested queue's jobs
+                    break
         found_at[j] = np.inf
         if bound > horizon:
             continue
         a, b = shape_ptr[shape], shape_ptr[shape + 1]
         row, end, count = earliest_start(
-            times[:size], cap[:size], limit, horizon, bound, g,
+            times[:size], slot[:size], cap, limit, horizon, bound, g,
             shape_pool[a:b], shape_cpg[a:b], shape_mpg[a:b], pool_ptr, pool_flat, pool_gpus, slices[j],
             select,
         )  # fmt: skip
@@ -371,7 +405,7 @@ def backfill_pass(
             continue
         at = times[row]
         found_at[j] = at
-        size = hold(times, cap, size, now, resolution, at, end, slices[j, :count], whole_nodes)
+        size = hold(times, slot, cap, size, now, resolution, at, end, slices[j, :count], whole_nodes)
         if at == now:
             started[j] = count
     return started, size
@@ -385,10 +419,12 @@ def build_profile(
     slices: npt.NDArray[np.int64],
     free: npt.NDArray[np.int64],
     room: int,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], int]:
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """A backfill pass's starting profile (`slurm.Profile`): row 0 is now with the free capacity (`free`:
     GPUs, CPUs and memory per node), then one row per distinct end of the running jobs' time limits,
-    each adding back what its slices hold; arrays with `2 * size + room` spare rows. One call per pass
+    each adding back what its slices hold; arrays with `2 * size + room` spare rows. Returns the rows'
+    times, their slots in the capacity array (here in order; `_split` adds rows at the end) and
+    capacity, and the row count. One call per pass
     instead of a dozen numpy calls (three `np.add.at`) on a few hundred slices, at every pass."""
     at = ends.copy()  # will_run reads the running jobs' end times as they are
     past = grid(now + resolution / 2, resolution)  # past its limit, still running: the next point
@@ -414,4 +450,4 @@ def build_profile(
             cap[row, r, node] += slices[i, 1 + r]
     for row in range(1, size):
         cap[row] += cap[row - 1]
-    return t, cap, size
+    return t, np.arange(total), cap, size

@@ -551,12 +551,10 @@ class SlurmRun:
         if last.planned is not full:  # a job's ask changes only with its demand, a write that moves
             asks = [e.ask(self._shapes) for e in order]  # the queue: the same list asks the same
             last.planned, last.asks = full, np.array(asks, dtype=np.float64).reshape(len(order), 3)
-        plan = profile.plan_columns(last.asks, self._shapes, horizon)
         started: list[_Job] = []
-        for entry, alloc in zip(order, plan, strict=True):
-            if alloc is not None:
-                self._start(entry, alloc, now)
-                started.append(entry)
+        for j, alloc in profile.plan_columns(last.asks, self._shapes, horizon):
+            self._start(order[j], alloc, now)
+            started.append(order[j])
         self._drop(started)
 
     def _released(self) -> tuple[Released, float]:
@@ -751,7 +749,9 @@ class Profile:
         ends, slices = released
         # Rows live in arrays with room to spare (a reservation adds up to two): `size` are in use.
         free_now = np.array((free.gpus, free.cpus, free.mem), dtype=np.int64)
-        self._t, self._cap, self.size = build_profile(now, resolution_s, ends, slices, free_now, room)
+        self._t, self._slot, self._cap, self.size = build_profile(
+            now, resolution_s, ends, slices, free_now, room
+        )
 
     @property
     def times(self) -> npt.NDArray[np.float64]:
@@ -759,7 +759,8 @@ class Profile:
 
     @property
     def cap(self) -> npt.NDArray[np.int64]:
-        return self._cap[: self.size]
+        """The rows' capacity in time order (a copy: the kernels keep rows out of order, `sim/kernels.py`)."""
+        return self._cap[self._slot[: self.size]]
 
     def grid(self, t: float) -> float:
         """`t` rounded up to the plan's time grid (absolute multiples of the resolution)."""
@@ -769,6 +770,7 @@ class Profile:
         if self.size + rows > len(self._t):
             grow = max(rows, len(self._t))
             self._t = np.concatenate((self._t, np.zeros(grow)))
+            self._slot = np.concatenate((self._slot, np.zeros(grow, dtype=np.int64)))
             self._cap = np.concatenate((self._cap, np.zeros((grow, *self._cap.shape[1:]), dtype=np.int64)))
 
     def reserve(self, alloc: Allocation, start: float, end: float) -> None:
@@ -776,8 +778,8 @@ class Profile:
         recorded on the resolution grid (`record`), on whole nodes when the profile plans so."""
         self._room(2)
         self.size = hold(
-            self._t, self._cap, self.size, self.now, self.resolution, start, end, slice_rows(alloc),
-            self.whole_nodes,
+            self._t, self._slot, self._cap, self.size, self.now, self.resolution, start, end,
+            slice_rows(alloc), self.whole_nodes,
         )  # fmt: skip
 
     def earliest(
@@ -789,7 +791,7 @@ class Profile:
         a = self.arrays
         out = np.zeros((a.widest, 4), dtype=np.int64)
         row, end, count = earliest_start(
-            self.times, self.cap, limit, horizon, not_before, demand.gpus,
+            self.times, self._slot[: self.size], self._cap, limit, horizon, not_before, demand.gpus,
             *packed(demand), a.ptr, a.flat, a.gpus, out, self.select,
         )  # fmt: skip
         if row < 0:
@@ -803,13 +805,20 @@ class Profile:
         within the horizon; returns the allocation of each job that starts now (None for the others).
         `shapes` numbers demand shapes (kept by the caller across passes)."""
         asks = [(demand.gpus, limit, shapes.number(demand)) for demand, limit in jobs]
-        return self.plan_columns(np.array(asks, dtype=np.float64).reshape(len(asks), 3), shapes, horizon)
+        plan: list[Allocation | None] = [None] * len(asks)
+        for j, alloc in self.plan_columns(
+            np.array(asks, dtype=np.float64).reshape(len(asks), 3), shapes, horizon
+        ):
+            plan[j] = alloc
+        return plan
 
     def plan_columns(
         self, columns: npt.NDArray[np.float64], shapes: ShapeTable, horizon: float
-    ) -> list[Allocation | None]:
+    ) -> list[tuple[int, Allocation]]:
         """`plan` for jobs given as one float64 array [jobs, 3] of (GPUs, time limit, shape number in
-        `shapes`), which it does not change."""
+        `shapes`), which it does not change; returns only the jobs that start now, as (index, allocation)
+        in order: a pass starts a few of the hundreds it tests, and a pass's caller visiting every tested
+        job was a tenth of ITP's base side."""
         a = self.arrays
         n = len(columns)
         self._room(2 * n)
@@ -819,13 +828,11 @@ class Profile:
         # on a Philly window) at every pass costs 4-8 us.
         slices = np.empty((n, a.widest, 4), dtype=np.int64)
         started, self.size = backfill_pass(
-            self._t, self._cap, self.size, self.now, horizon, self.resolution, a.ptr, a.flat, a.gpus,
-            gpus, columns[:, 1].copy(), shape, *shapes.arrays(), slices, self.select, self.whole_nodes,
+            self._t, self._slot, self._cap, self.size, self.now, horizon, self.resolution, a.ptr, a.flat,
+            a.gpus, gpus, columns[:, 1].copy(), shape, *shapes.arrays(), slices, self.select,
+            self.whole_nodes,
         )  # fmt: skip
-        plan: list[Allocation | None] = [None] * n
-        for j in np.flatnonzero(started).tolist():  # a pass starts few of the hundreds it tests
-            plan[j] = _allocation(slices[j, : started[j]])
-        return plan
+        return [(j, _allocation(slices[j, : started[j]])) for j in np.flatnonzero(started).tolist()]
 
 
 class ShapeTable:

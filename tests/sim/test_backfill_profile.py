@@ -153,3 +153,57 @@ def test_a_pass_reads_only_the_slices_it_wrote(plan: tuple[Profile, list]) -> No
     assert np.empty is empty
     assert garbage.times.tolist() == profile.times.tolist()
     assert (garbage.cap == profile.cap).all()
+
+
+def _hold_plainly(
+    rows: list[tuple[float, np.ndarray]],  # type: ignore[type-arg]
+    now: float,
+    start: float,
+    end: float,
+    alloc: Allocation,
+    whole: bool,
+) -> None:
+    """A reservation on a list of (start time, capacity) rows, as sched/backfill holds it: from now, the
+    slices until the limit; later, on the resolution grid (on whole nodes when `whole`), or not at all
+    when the rounding leaves nothing. A row is split where the span starts and ends inside it."""
+    if start > now:
+        start, end = (
+            max(np.floor(start / RESOLUTION) * RESOLUTION, now),
+            np.floor(end / RESOLUTION) * RESOLUTION,
+        )
+        if end <= start:
+            return
+    else:
+        whole = False
+    for t in (start, end):
+        times = [r[0] for r in rows]
+        k = bisect.bisect_right(times, t) - 1
+        if times[k] != t:
+            rows.insert(k + 1, (t, rows[k][1].copy()))
+    for t, cap in rows:
+        if start <= t < end:
+            for s in alloc:
+                if whole:
+                    cap[:, s.node] = 0
+                else:
+                    cap[:, s.node] -= (s.gpus, s.cpus, s.mem_mb)
+
+
+@pytest.mark.parametrize("whole", [False, True])
+@given(plan=plans())
+@settings(max_examples=200, deadline=None)
+def test_a_reservation_takes_capacity_only_during_its_span(whole: bool, plan: tuple[Profile, list]) -> None:  # type: ignore[type-arg]
+    """The kernels keep a row's capacity wherever it was first written (`sim/kernels.py`, `slot`); read in
+    time order, the profile after every reservation must be the plain list of rows split and reduced."""
+    profile, asks = plan
+    profile.whole_nodes = whole
+    rows = [(float(t), c.copy()) for t, c in zip(profile.times, profile.cap, strict=True)]
+    for demand, limit, horizon, not_before in asks:
+        found = profile.earliest(demand, limit, horizon, not_before)
+        if found is None:
+            continue
+        start, end, alloc = found
+        profile.reserve(alloc, start, end)
+        _hold_plainly(rows, profile.now, start, end, alloc, whole)
+        assert profile.times.tolist() == [t for t, _ in rows]
+        assert (profile.cap == np.stack([c for _, c in rows])).all()
