@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rltuned.domain import ClusterSpec, Job
+from rltuned.domain import ClusterSpec, Job, Slice
 from rltuned.placement import greedy
 from rltuned.placement.greedy import FreeCapacity, place
 from rltuned.placement.pools import build_pools, demand_for
@@ -58,3 +59,28 @@ def test_compiled_multi_node_pack_places_as_the_python_rule(
         finally:
             greedy.COMPILED_FROM = saved
         assert compiled == python
+
+
+def test_a_multi_node_placement_shares_its_slices_and_the_table_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Slices are immutable, so the compiled pack hands out one object per distinct slice: an SWF job's
+    tens of slices are not built again for every job (`greedy._SLICES`). They must still be Slices
+    (a plain tuple compares equal to one), and once the table is full new ones are built, not kept."""
+    spec = cluster(("V100", 1, 32), cpus_per_gpu=4, mem_per_gpu=8192)
+    pools = build_pools(spec)
+    free = FreeCapacity(
+        [n.gpus for n in spec.nodes], [n.cpus for n in spec.nodes], [n.mem_mb for n in spec.nodes]
+    )
+    demand = demand_for(Job(1, 0.0, 20, runtime=1.0), pools)
+    assert demand is not None
+    monkeypatch.setattr(greedy, "_SLICES", {})
+    first, again = place(demand, pools, free, "pack"), place(demand, pools, free, "pack")
+    assert first is not None and again is not None and len(first) == 20
+    assert all(type(s) is Slice for s in first)
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    assert len(greedy._SLICES) == 20
+    monkeypatch.setattr(greedy, "_SLICES_KEPT", 20)
+    wider = place(demand_for(Job(2, 0.0, 24, runtime=1.0), pools), pools, free, "pack")  # type: ignore[arg-type]
+    assert wider is not None and [tuple(s) for s in wider] == [(n, 1, 4, 8192) for n in range(24)]
+    assert all(type(s) is Slice for s in wider) and len(greedy._SLICES) == 20
