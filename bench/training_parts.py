@@ -1,13 +1,14 @@
 """Where a training episode spends its time, and the two parts that scale with how much of the queue a
 sampled ranking moves (the plan and the backfill pass's starting profile), timed on their own.
 
-Usage: python bench/training_parts.py [--seeds 1000,1001] [--repeat 5] [--plain 3]
+Usage: python bench/training_parts.py [--trace philly|itp] [--seeds 1000,1001] [--repeat 5] [--plain 3]
        PYTHONPATH=<worktree of an older commit> python bench/training_parts.py   # the reference
 
-Runs the shipped Philly recipe's environment (the daemon's loop, `philly-slice`, FCFS base, 1,024-job
-windows after a 512-job warm-up, qssf-noise estimates, dense reward) with an actor whose output layer
-has weights of std 0.1 (an untrained policy's sampled rankings reorder most of the queue every tick, so
-the plan rewrites tens of priorities a tick), torch on one thread, no settle between runs:
+Runs the shipped Philly recipe's environment (the daemon's loop, `philly-slice`, or `itp-slice` with
+`--trace itp`, FCFS base, 1,024-job windows after a 512-job warm-up, qssf-noise estimates, dense
+reward) with an actor whose output layer has weights of std 0.1 (an untrained policy's sampled rankings
+reorder most of the queue every tick, so the plan rewrites tens of priorities a tick), torch on one
+thread, no settle between runs:
 - the episodes of `--seeds`, each part timed by a wrapper (parts nest: `make_plan` is inside
   `decide_ranked`, the Slurm model's passes inside `advance`); this machine's runs of one commit differ
   by up to 40%, so these shares say where time goes, not whether a change helped;
@@ -93,6 +94,7 @@ def fastest(rounds: int, run: Callable[[], None]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", choices=("philly", "itp"), default="philly", help="on its -slice preset")
     parser.add_argument("--seeds", default="1000,1001")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--plain", type=int, default=0, help="rounds of the episodes timed unwrapped first")
@@ -100,7 +102,7 @@ def main() -> None:
     torch.set_num_threads(1)
     from rltuned.core.plan import make_plan
 
-    args = Args(trace="philly", cluster="philly-slice", base="fcfs", window=1024, warmup=512,
+    args = Args(trace=opts.trace, cluster=f"{opts.trace}-slice", base="fcfs", window=1024, warmup=512,
                 reward="dense", gamma=0.99, gae_lambda=0.95, out="/tmp/bench-training-parts")  # fmt: skip
     torch.manual_seed(0)
     agent = ActorCritic()
