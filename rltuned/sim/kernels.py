@@ -144,9 +144,10 @@ def _split(
     t: float,
 ) -> tuple[int, int]:
     """A new row's capacity goes to the next free slot of `cap` (`size`: slots are used in order), and
-    only the times and the slot numbers move to keep the rows in time order: moving the capacity of
+    only the times and the slot numbers move to keep the rows in time order. Moving the capacity of
     every later row instead (3 x nodes values a row, hundreds of rows once a pass has reserved for
-    hundreds of jobs) was about 40% of a congested queue's pass."""
+    hundreds of jobs) cost about a sixth of Philly's passes, measured on passes captured from its
+    windows."""
     k = int(np.searchsorted(times[:size], t, side="right")) - 1
     if times[k] == t:
         return k, size
