@@ -217,7 +217,8 @@ _SLICES: dict[tuple[int, ...], Slice] = {}
 """Multi-node slices already built, each its own key (a row tuple finds it: equal, same hash). Slices are
 immutable, and on single-slot nodes the same ones recur (one per node and request): built anew, an SWF
 job's tens of slices outlive the collector's youngest generation, whose collections took NASA's
-windows from 42,000 jobs/s to 36,000. Bounded: a cluster has few distinct slices."""
+windows from 42,000 jobs/s to 36,000 (in one process). Kept for the process, up to `_SLICES_KEPT` (about
+10 MB at most; past it, new slices are built and not kept)."""
 _SLICES_KEPT = 1 << 16
 
 

@@ -372,11 +372,11 @@ def backfill_pass(
     whole_nodes: bool = False,
 ) -> tuple[npt.NDArray[np.int64], int]:
     """One sched/backfill pass over the tested jobs in priority order: each job's earliest start on the
-    profile (rows `[0, size)` of times/cap, with room for two rows per job), reserved there when it lies
-    within the horizon. Returns, per job, the number of slices of a job that starts now (0 for the
-    others; its slices are `slices[j, :count]`), and the profile's row count after the pass. A job's
-    demand is its shape's: shape s's pools and per-GPU CPUs and memory are entries
-    `shape_ptr[s]:shape_ptr[s + 1]` of `shape_pool`, `shape_cpg` and `shape_mpg` (`ShapeTable`).
+    profile (rows `[0, size)` of times and slot, their capacity in cap through slot; room for two rows
+    per job), reserved there when it lies within the horizon. Returns, per job, the number of slices of
+    a job that starts now (0 for the others; its slices are `slices[j, :count]`), and the profile's row
+    count after the pass. A job's demand is its shape's: shape s's pools and per-GPU CPUs and memory are
+    entries `shape_ptr[s]:shape_ptr[s + 1]` of `shape_pool`, `shape_cpg` and `shape_mpg` (`ShapeTable`).
 
     Reservations only take capacity away during a pass, and within a demand shape a job asking for no
     fewer GPUs for no less time fits nowhere a smaller, shorter one did not: its earliest start is no

@@ -197,6 +197,13 @@ def test_a_reservation_takes_capacity_only_during_its_span(whole: bool, plan: tu
     time order, the profile after every reservation must be the plain list of rows split and reduced."""
     profile, asks = plan
     profile.whole_nodes = whole
+    # No spare rows: every reservation grows the arrays (`Profile._room`), slot numbers included.
+    size = profile.size
+    profile._t, profile._slot, profile._cap = (
+        profile._t[:size].copy(),
+        profile._slot[:size].copy(),
+        profile._cap[:size].copy(),
+    )
     rows = [(float(t), c.copy()) for t, c in zip(profile.times, profile.cap, strict=True)]
     for demand, limit, horizon, not_before in asks:
         found = profile.earliest(demand, limit, horizon, not_before)
