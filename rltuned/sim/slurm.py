@@ -227,6 +227,31 @@ class _LastPass:
     planned: list[_Job] = field(default_factory=list)
     """The order of the last pass that planned, with its jobs' asks as the kernel reads them."""
     asks: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
+    at: float = -INF
+    """When the last pass that planned ran, with its window's end, where it released the jobs past
+    their limits, and its profile's row times once it had planned (`repeats`)."""
+    horizon: float = -INF
+    overdue_at: float = -INF
+    rows: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+
+    def repeats(self, now: float, horizon: float, overdue_at: float) -> bool:
+        """Whether a pass at `now` (window end `horizon`, jobs past their limits released at
+        `overdue_at`, INF if none) would start nothing, when nothing but the clock moved since the last
+        pass that planned, which started nothing (a start sets `SlurmRun.changed`).
+
+        That pass's profile differs from this one's only in row 0's start, in where jobs past their
+        limits give their resources back, and in how far the window reaches. With the release point the
+        same and no row of the last plan in (at, now] (no limit ended there, no reservation was clipped
+        there by the rounding, which moves a start to the pass's own time) nor in (its horizon, this
+        horizon], every job searches the rows it searched then, and row 0 holds a job from `now` only if
+        it held it from `at`, over more rows: so nothing starts. A row beyond the old window matters even
+        with no job past its limit: a reservation found there can push a lower job's reservation off a
+        node that a third job then starts on (tests/sim/test_slurm_model.py)."""
+        if overdue_at != self.overdue_at or now <= self.at:
+            return False
+        rows = self.rows
+        between = np.searchsorted(rows, (self.at, now, self.horizon, horizon), side="right")
+        return bool(between[0] == between[1] and between[2] == between[3])
 
 
 class SlurmRun:
@@ -523,11 +548,11 @@ class SlurmRun:
         self._drop(started)
 
     def _backfill(self, now: float) -> None:
-        """One sched/backfill pass. A pass that would repeat the last one is skipped: with no submit,
-        start, completion or node-list write since, no running job past its limit and the same priority
-        order (priority writes act only through it), the plan can only have moved later (the window
-        slides towards the same reservations), so it starts nothing. So does a pass when too few GPUs are
-        free for any queued job: it may plan, but whatever it reserves is forgotten when the pass ends."""
+        """One sched/backfill pass. A pass that would start nothing is skipped: one with no submit,
+        start, completion or node-list write since the last pass that planned, the same priority order
+        (priority writes act only through it), and nothing in its plan that the clock moves
+        (`_LastPass.repeats`). So is a pass when too few GPUs are free for any queued job: it may plan,
+        but whatever it reserves is forgotten when the pass ends."""
         if not self._may_start():
             return
         p = self.params
@@ -539,7 +564,10 @@ class SlurmRun:
             tested = [e.job.id for e in full[: p.bf_max_job_test]]
             same, last.order, last.tested = tested == last.tested, full, tested
         released, first_end = self._released()
-        if not self.changed and first_end > now and same:
+        horizon = now + p.bf_window_min * 60.0
+        # Where a job past its limit gives its resources back, as `build_profile` has it.
+        overdue_at = grid(now + p.bf_resolution_s / 2, p.bf_resolution_s) if first_end <= now else INF
+        if not self.changed and same and last.repeats(now, horizon, overdue_at):
             return
         self.changed = False
         order = full[: p.bf_max_job_test]
@@ -547,7 +575,6 @@ class SlurmRun:
             now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays, room=2 * len(order),
             select=p.node_selection, whole_nodes=p.bf_whole_nodes,
         )  # fmt: skip
-        horizon = now + p.bf_window_min * 60.0
         if last.planned is not full:  # a job's ask changes only with its demand, a write that moves
             asks = [e.ask(self._shapes) for e in order]  # the queue: the same list asks the same
             last.planned, last.asks = full, np.array(asks, dtype=np.float64).reshape(len(order), 3)
@@ -557,6 +584,7 @@ class SlurmRun:
             self._start(entry, alloc, now)
             started.append(entry)
         self._drop(started)
+        last.at, last.horizon, last.overdue_at, last.rows = now, horizon, overdue_at, profile.times
 
     def _released(self) -> tuple[Released, float]:
         """The running jobs as a profile reads them (`releases`) and the earliest end of their time

@@ -13,7 +13,7 @@ from rltuned.domain import ClusterSpec, Job
 from rltuned.policies import POLICIES, make_policy
 from rltuned.sim import easy
 from rltuned.sim.simulator import SimConfig, SimResult, Simulator
-from rltuned.sim.slurm import SlurmRun
+from rltuned.sim.slurm import SlurmParams, SlurmRun
 from tests.builders import cluster
 
 SHAPES = st.lists(
@@ -149,6 +149,33 @@ def test_skipping_a_repeated_backfill_pass_changes_no_start(
     shortcut = drive(SlurmRun(spec, jobs, interval_s=20.0))
     rng.setstate(state)
     full = drive(_EveryPass(spec, jobs, interval_s=20.0))
+    assert [(r.job.id, r.start, r.allocation) for r in shortcut.records] == [
+        (r.job.id, r.start, r.allocation) for r in full.records
+    ]
+
+
+@given(
+    workloads(),
+    st.sampled_from([1.0, 2.0, 5.0, 1440.0]),
+    st.sampled_from([10.0, 60.0, 90.0]),
+    st.sampled_from([7.0, 30.0]),
+    st.booleans(),
+)
+@settings(max_examples=150)
+def test_skipping_a_pass_while_jobs_run_past_their_limits_changes_no_start(
+    workload: tuple[ClusterSpec, list[Job]], window_min: float, resolution: float, every: float, whole: bool
+) -> None:
+    """While a running job is past its limit, a pass after one that started nothing is skipped only when
+    the clock moved nothing the plan reads (`_LastPass.repeats`): the overdue jobs' release point, and
+    no row of the last plan between the two passes or between their windows' ends. Windows as short as
+    the jobs' limits and coarse resolutions put rows there; the schedule is the one of a model that
+    plans every pass."""
+    spec, jobs = workload
+    params = SlurmParams(
+        bf_window_min=window_min, bf_resolution_s=resolution, bf_interval_s=every, bf_whole_nodes=whole
+    )
+    shortcut = SlurmRun(spec, jobs, params=params).run()
+    full = _EveryPass(spec, jobs, params=params).run()
     assert [(r.job.id, r.start, r.allocation) for r in shortcut.records] == [
         (r.job.id, r.start, r.allocation) for r in full.records
     ]

@@ -89,6 +89,19 @@ def test_bf_resolution_rounds_the_plan_up() -> None:
     assert starts(result)[2] == 30
 
 
+def test_a_pass_whose_window_reaches_a_new_row_is_not_skipped_as_a_repeat() -> None:
+    """Two 2-GPU nodes; R (1 GPU, limit 40) and S (2 GPUs, limit 85) run from 0. At 12, J1 (4 GPUs,
+    100 s), J2 (2 GPUs, 60 s) and J3 (1 GPU, 50 s) arrive, in that order; bf_window is one minute,
+    passes every 10 s on a 10 s grid. The pass at 20 finds J1 no start by 80 (both nodes free at 85),
+    reserves R's node for J2 from 40, so J3 (20-70) cannot start there. Nothing changes by 30 but the
+    clock, yet the pass at 30 reaches 85: J1 is reserved from 80 on both nodes, J2 no longer fits before
+    it, and J3 (30-80) starts on R's node. A model that skipped the pass as a repeat started J3 at 185."""
+    jobs = [job(0, 0, 1, 40), job(1, 0, 2, 85), job(2, 12, 4, 100), job(3, 12, 2, 60), job(4, 12, 1, 50)]
+    params = SlurmParams(bf_window_min=1, bf_resolution_s=10, bf_interval_s=10)
+    result = SlurmRun(cluster(("P100", 2, 2)), jobs, params=params).run()
+    assert starts(result) == {0: 0, 1: 0, 2: 85, 3: 185, 4: 30}
+
+
 def test_a_slurm_run_without_backfill_matches_the_event_simulators_fcfs_on_one_node() -> None:
     """Sanity: FCFS by multifactor with equal sizes and no backfilling is plain FCFS."""
     jobs = [job(i, 10.0 * i, 2, 100.0 + 7 * i) for i in range(8)]
