@@ -278,6 +278,44 @@ def earliest_start(
 
 
 @njit(cache=True)
+def fits_now(
+    free: npt.NDArray[np.int64],
+    now: float,
+    pool_ptr: npt.NDArray[np.int64],
+    pool_flat: npt.NDArray[np.int64],
+    pool_gpus: npt.NDArray[np.int64],
+    job_gpus: npt.NDArray[np.int64],
+    job_shape: npt.NDArray[np.int64],
+    shape_ptr: npt.NDArray[np.int64],
+    shape_pool: npt.NDArray[np.int64],
+    shape_cpg: npt.NDArray[np.float64],
+    shape_mpg: npt.NDArray[np.float64],
+) -> bool:
+    """Whether any of the jobs fits `free` (GPUs, CPUs and memory per node, [1, 3, nodes]) as a
+    backfill pass's row 0 holds it: `earliest_start` on that row alone (no span, no window). A pass
+    starts only jobs that fit there, since its reservations only take capacity, so when none does it
+    can be skipped. Within a shape (which says whether its jobs span nodes, `Demand.shape`), a job
+    asking for no fewer GPUs than one that did not fit does not fit either, so it is not tried."""
+    times = np.full(1, now)
+    slot = np.zeros(1, dtype=np.int64)
+    out = np.zeros((pool_flat.shape[0], 4), dtype=np.int64)
+    failed = np.full(shape_ptr.shape[0] - 1, np.iinfo(np.int64).max)
+    for j in range(job_gpus.shape[0]):
+        g, s = job_gpus[j], job_shape[j]
+        if g >= failed[s]:
+            continue
+        a, b = shape_ptr[s], shape_ptr[s + 1]
+        row, _, _ = earliest_start(
+            times, slot, free, 0.0, now, now, g, shape_pool[a:b], shape_cpg[a:b], shape_mpg[a:b],
+            pool_ptr, pool_flat, pool_gpus, out,
+        )  # fmt: skip
+        if row >= 0:
+            return True
+        failed[s] = g
+    return False
+
+
+@njit(cache=True)
 def _cons_tres_node(
     times: npt.NDArray[np.float64],
     slot: npt.NDArray[np.int64],

@@ -50,7 +50,16 @@ from rltuned.placement.pools import Demand, Pool, build_pools, demand_for, deman
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.engine import Engine
 from rltuned.sim.history import Charge, HistoryTracker, charges
-from rltuned.sim.kernels import CONS_TRES, PACK, backfill_pass, build_profile, earliest_start, grid, hold
+from rltuned.sim.kernels import (
+    CONS_TRES,
+    PACK,
+    backfill_pass,
+    build_profile,
+    earliest_start,
+    fits_now,
+    grid,
+    hold,
+)
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
 from rltuned.slurm.parse import natural_key
@@ -227,6 +236,9 @@ class _LastPass:
     planned: list[_Job] = field(default_factory=list)
     """The order of the last pass that planned, with its jobs' asks as the kernel reads them."""
     asks: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
+    gpus: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    shapes: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The asks' GPUs and shape numbers, as `fits_now` reads them."""
     at: float = -INF
     """When the last pass that planned ran, with its window's end, where it released the jobs past
     their limits, and its profile's row times once it had planned (`repeats`)."""
@@ -263,6 +275,8 @@ class SlurmRun:
 
     _weight: Callable[[Job], float] | None
     """The weight `waited` was first called with; each job's value is on its entry."""
+    _free_at: tuple[int, npt.NDArray[np.int64]] = (-1, np.zeros((1, 3, 0), dtype=np.int64))
+    """`_free_now`'s array and the `_version` it was built at."""
 
     def __init__(
         self,
@@ -551,8 +565,8 @@ class SlurmRun:
         """One sched/backfill pass. A pass that would start nothing is skipped: one with no submit,
         start, completion or node-list write since the last pass that planned, the same priority order
         (priority writes act only through it), and nothing in its plan that the clock moves
-        (`_LastPass.repeats`). So is a pass when too few GPUs are free for any queued job: it may plan,
-        but whatever it reserves is forgotten when the pass ends."""
+        (`_LastPass.repeats`). So is a pass in which no tested job fits the free capacity now
+        (`fits_now`): it may plan, but whatever it reserves is forgotten when the pass ends."""
         if not self._may_start():
             return
         p = self.params
@@ -569,15 +583,19 @@ class SlurmRun:
         overdue_at = grid(now + p.bf_resolution_s / 2, p.bf_resolution_s) if first_end <= now else INF
         if not self.changed and same and last.repeats(now, horizon, overdue_at):
             return
-        self.changed = False
         order = full[: p.bf_max_job_test]
+        if last.planned is not full:  # a job's ask changes only with its demand, a write that moves
+            asks = [e.ask(self._shapes) for e in order]  # the queue: the same list asks the same
+            last.planned, last.asks = full, np.array(asks, dtype=np.float64).reshape(len(order), 3)
+            last.gpus, last.shapes = last.asks[:, 0].astype(np.int64), last.asks[:, 2].astype(np.int64)
+        if not self._fits_now(now):
+            last.at = INF  # this pass did not plan: the next one cannot stand on its plan
+            return
+        self.changed = False
         profile = Profile(
             now, self.free, p.bf_resolution_s, released, self.pools, self.pool_arrays, room=2 * len(order),
             select=p.node_selection, whole_nodes=p.bf_whole_nodes,
         )  # fmt: skip
-        if last.planned is not full:  # a job's ask changes only with its demand, a write that moves
-            asks = [e.ask(self._shapes) for e in order]  # the queue: the same list asks the same
-            last.planned, last.asks = full, np.array(asks, dtype=np.float64).reshape(len(order), 3)
         started: list[_Job] = []
         for j, alloc in profile.plan_columns(last.asks, self._shapes, horizon):
             entry = order[j]
@@ -598,6 +616,20 @@ class SlurmRun:
                 released, first_end = (ends, np.concatenate([e.rows for e in running])), min(limits)
             self._released_at = (self._version, released, first_end)
         return self._released_at[1], self._released_at[2]
+
+    def _fits_now(self, now: float) -> bool:
+        """Whether a job of the last order's tested ones fits the free capacity now (`fits_now`)."""
+        a, last = self.pool_arrays, self._last_pass
+        return fits_now(
+            self._free_now(), now, a.ptr, a.flat, a.gpus, last.gpus, last.shapes, *self._shapes.arrays()
+        )
+
+    def _free_now(self) -> npt.NDArray[np.int64]:
+        """The free capacity as one profile row ([1, 3, nodes]), kept until a job starts or ends."""
+        if self._free_at[0] != self._version:
+            f = self.free
+            self._free_at = (self._version, np.array(((f.gpus, f.cpus, f.mem),), dtype=np.int64))
+        return self._free_at[1]
 
     def _may_start(self) -> bool:
         """Whether any queued job could start now on GPU count alone (a cheap test before ordering)."""

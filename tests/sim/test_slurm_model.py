@@ -21,6 +21,7 @@ from rltuned.core.levers import Action
 from rltuned.core.plan import Plan
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates
+from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.runner import Window
 from rltuned.sim.simulator import SimResult
 from rltuned.sim.slurm import SlurmParams, SlurmRun, _with_priority
@@ -100,6 +101,19 @@ def test_a_pass_whose_window_reaches_a_new_row_is_not_skipped_as_a_repeat() -> N
     params = SlurmParams(bf_window_min=1, bf_resolution_s=10, bf_interval_s=10)
     result = SlurmRun(cluster(("P100", 2, 2)), jobs, params=params).run()
     assert starts(result) == {0: 0, 1: 0, 2: 85, 3: 185, 4: 30}
+
+
+def test_a_pass_runs_when_only_a_job_spanning_nodes_fits_now() -> None:
+    """Four 2-GPU nodes, each with one GPU and three CPUs free (R0-R3 take one GPU and five CPUs until
+    1000). A (2 GPUs) fits no node until then; B (3 GPUs, one CPU each) spans three nodes, which hold it
+    now. A pass is skipped when no tested job fits the free capacity (`fits_now`), and a larger job
+    than one that does not fit is not tried only within its shape: B's is another (it spans nodes), so
+    the pass at 30 runs and starts it. Job size out of the priority, so A ranks first."""
+    jobs = [job(i, 0, 1, 1000, cpus=5) for i in range(4)]
+    jobs += [job(4, 1, 2, 100, cpus=2), job(5, 1, 3, 50, cpus=3)]
+    params = SlurmParams(priority=Multifactor(weight_job_size=0))
+    result = SlurmRun(cluster(("P100", 2, 4)), jobs, params=params).run()
+    assert starts(result) == {0: 0, 1: 0, 2: 0, 3: 0, 4: 1000, 5: 30}
 
 
 def test_a_slurm_run_without_backfill_matches_the_event_simulators_fcfs_on_one_node() -> None:
