@@ -15,8 +15,9 @@ thread, no settle between runs:
 - `make_plan` alone on every plan of the first episode (its inputs captured as it ran, the ledger
   copied), and `Profile` (a backfill pass's starting profile) alone on the first 4,000 built in it: the
   fastest of `--repeat` rounds of each, in one process; run at two commits back to back, their ratio is
-  the change. A hash of every captured plan's actions and of every profile's rows shows the two commits
-  computed the same thing.
+  the change. A hash of every captured plan's actions and of every profile's rows (`digest`) shows the
+  two commits computed the same thing; `plans_digest` hashes the plans alone, for commits that skip
+  more backfill passes (their profiles are other passes').
 Uses only public names (`make_plan`, `Written`, `Profile`), so it runs against older commits too.
 """
 
@@ -134,10 +135,12 @@ def main() -> None:
         for captured, named in PROFILES:
             Profile(*captured, **named)
 
-    digest = hashlib.sha256()
+    digest, of_plans = hashlib.sha256(), hashlib.sha256()
     for ranking, placements, ledger, cluster, lever in PLANS:
         actions = make_plan(ranking, placements, UNPINNED, ledger, cluster, lever).actions
-        digest.update(repr([(a.job_id, a.kind, a.fields, a.value) for a in actions]).encode())
+        written = repr([(a.job_id, a.kind, a.fields, a.value) for a in actions]).encode()
+        digest.update(written)
+        of_plans.update(written)
     for captured, named in PROFILES:
         built = Profile(*captured, **named)
         digest.update(np.ascontiguousarray(built.times).tobytes() + np.ascontiguousarray(built.cap).tobytes())
@@ -155,6 +158,7 @@ def main() -> None:
         "profiles": len(PROFILES),
         "profile_us": round(profile_s / max(len(PROFILES), 1) * 1e6, 1),
         "digest": digest.hexdigest()[:16],
+        "plans_digest": of_plans.hexdigest()[:16],
     }
     print(json.dumps(body, indent=2))
 
