@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rltuned.clusters import load_cluster
 from rltuned.core.levers import Action
 from rltuned.core.plan import Plan
 from rltuned.domain import ClusterSpec, Job
+from rltuned.estimates import apply_estimates
 from rltuned.policies import POLICIES, make_policy
 from rltuned.sim import easy
 from rltuned.sim.simulator import SimConfig, SimResult, Simulator
 from rltuned.sim.slurm import SlurmParams, SlurmRun
+from rltuned.traces import load_trace
+from rltuned.traces.bundled import resolve_trace
 from tests.builders import cluster
 
 SHAPES = st.lists(
@@ -183,6 +188,25 @@ def test_skipping_a_pass_while_jobs_run_past_their_limits_changes_no_start(
     assert [(r.job.id, r.start, r.allocation) for r in shortcut.records] == [
         (r.job.id, r.start, r.allocation) for r in full.records
     ]
+
+
+@pytest.mark.parametrize(
+    ("trace", "cluster_name", "at"), [("philly", "philly-slice", 30_100), ("itp", "itp-slice", 6_000)]
+)
+@pytest.mark.parametrize(("window_min", "resolution", "every"), [(1440.0, 60.0, 30.0), (10.0, 60.0, 7.0)])
+def test_the_skipped_passes_change_no_start_on_trace_windows(
+    trace: str, cluster_name: str, at: int, window_min: float, resolution: float, every: float
+) -> None:
+    """The same as the property tests above on a stretch of each GPU trace where a queue forms, with
+    noisy estimates (jobs run past their limits): Slurm's defaults, and a ten-minute window with passes
+    every 7 s, where the window's end meets rows often."""
+    jobs = apply_estimates(load_trace(resolve_trace(trace)).jobs, "qssf-noise", 0)[0][at : at + 400]
+    params = SlurmParams(bf_window_min=window_min, bf_resolution_s=resolution, bf_interval_s=every)
+    spec = load_cluster(cluster_name)
+    shortcut = SlurmRun(spec, jobs, 100, params).run()
+    full = _EveryPass(spec, jobs, 100, params).run()
+    assert len(shortcut.records) == 300
+    assert schedule(shortcut) == schedule(full)
 
 
 @given(workloads(), st.sampled_from(["pack", "spread"]), st.sampled_from(sorted(POLICIES)))
