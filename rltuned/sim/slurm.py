@@ -602,7 +602,8 @@ class SlurmRun:
             self._start(entry, alloc, now)
             started.append(entry)
         self._drop(started)
-        last.at, last.horizon, last.overdue_at, last.rows = now, horizon, overdue_at, profile.times
+        # A copy: the rows must stay this plan's even if profiles come to share their arrays.
+        last.at, last.horizon, last.overdue_at, last.rows = now, horizon, overdue_at, profile.times.copy()
 
     def _released(self) -> tuple[Released, float]:
         """The running jobs as a profile reads them (`releases`) and the earliest end of their time
