@@ -167,6 +167,13 @@ def grid(t: float, resolution: float) -> float:
 
 
 @njit(cache=True)
+def past_limit_release(now: float, resolution: float) -> float:
+    """Where a profile gives back a running job past its time limit: the first grid point at least half a
+    step after now."""
+    return grid(now + resolution / 2, resolution)
+
+
+@njit(cache=True)
 def record(start: float, end: float, now: float, resolution: float) -> tuple[float, float]:
     """The interval sched/backfill records for a job planned to start later: its start and end rounded
     down to `bf_resolution` (`start_time / backfill_resolution * backfill_resolution` in backfill.c), not
@@ -284,14 +291,14 @@ def fits_now(
     pool_ptr: npt.NDArray[np.int64],
     pool_flat: npt.NDArray[np.int64],
     pool_gpus: npt.NDArray[np.int64],
-    job_gpus: npt.NDArray[np.int64],
-    job_shape: npt.NDArray[np.int64],
+    asks: npt.NDArray[np.float64],
     shape_ptr: npt.NDArray[np.int64],
     shape_pool: npt.NDArray[np.int64],
     shape_cpg: npt.NDArray[np.float64],
     shape_mpg: npt.NDArray[np.float64],
 ) -> bool:
-    """Whether any of the jobs fits `free` (GPUs, CPUs and memory per node, [1, 3, nodes]) as a
+    """Whether any of the jobs (`asks`: GPUs, time limit, shape number, as `backfill_pass` reads them)
+    fits `free` (GPUs, CPUs and memory per node, [1, 3, nodes]) as a
     backfill pass's row 0 holds it: `earliest_start` on that row alone (no span, no window). A pass
     starts only jobs that fit there, since its reservations only take capacity, so when none does it
     can be skipped. Within a shape (which says whether its jobs span nodes, `Demand.shape`), a job
@@ -300,8 +307,8 @@ def fits_now(
     slot = np.zeros(1, dtype=np.int64)
     out = np.zeros((pool_flat.shape[0], 4), dtype=np.int64)
     failed = np.full(shape_ptr.shape[0] - 1, np.iinfo(np.int64).max)
-    for j in range(job_gpus.shape[0]):
-        g, s = job_gpus[j], job_shape[j]
+    for j in range(asks.shape[0]):
+        g, s = int(asks[j, 0]), int(asks[j, 2])
         if g >= failed[s]:
             continue
         a, b = shape_ptr[s], shape_ptr[s + 1]
@@ -466,7 +473,7 @@ def build_profile(
     capacity, and the row count. One call per pass
     instead of a dozen numpy calls (three `np.add.at`) on a few hundred slices, at every pass."""
     at = ends.copy()  # will_run reads the running jobs' end times as they are
-    past = grid(now + resolution / 2, resolution)  # past its limit, still running: the next point
+    past = past_limit_release(now, resolution)  # past its limit, still running
     for i in range(len(at)):
         if at[i] <= now:
             at[i] = past

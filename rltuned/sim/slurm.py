@@ -59,6 +59,7 @@ from rltuned.sim.kernels import (
     fits_now,
     grid,
     hold,
+    past_limit_release,
 )
 from rltuned.sim.simulator import JobRecord, SimResult
 from rltuned.slurm.hostlist import expand
@@ -236,9 +237,6 @@ class _LastPass:
     planned: list[_Job] = field(default_factory=list)
     """The order of the last pass that planned, with its jobs' asks as the kernel reads them."""
     asks: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 3)))
-    gpus: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    shapes: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    """The asks' GPUs and shape numbers, as `fits_now` reads them."""
     at: float = -INF
     """When the last pass that planned ran, with its window's end, where it released the jobs past
     their limits, and its profile's row times once it had planned (`repeats`)."""
@@ -579,15 +577,13 @@ class SlurmRun:
             same, last.order, last.tested = tested == last.tested, full, tested
         released, first_end = self._released()
         horizon = now + p.bf_window_min * 60.0
-        # Where a job past its limit gives its resources back, as `build_profile` has it.
-        overdue_at = grid(now + p.bf_resolution_s / 2, p.bf_resolution_s) if first_end <= now else INF
+        overdue_at = past_limit_release(now, p.bf_resolution_s) if first_end <= now else INF
         if not self.changed and same and last.repeats(now, horizon, overdue_at):
             return
         order = full[: p.bf_max_job_test]
         if last.planned is not full:  # a job's ask changes only with its demand, a write that moves
             asks = [e.ask(self._shapes) for e in order]  # the queue: the same list asks the same
             last.planned, last.asks = full, np.array(asks, dtype=np.float64).reshape(len(order), 3)
-            last.gpus, last.shapes = last.asks[:, 0].astype(np.int64), last.asks[:, 2].astype(np.int64)
         if not self._fits_now(now):
             last.at = INF  # this pass did not plan: the next one cannot stand on its plan
             return
@@ -621,9 +617,7 @@ class SlurmRun:
     def _fits_now(self, now: float) -> bool:
         """Whether a job of the last order's tested ones fits the free capacity now (`fits_now`)."""
         a, last = self.pool_arrays, self._last_pass
-        return fits_now(
-            self._free_now(), now, a.ptr, a.flat, a.gpus, last.gpus, last.shapes, *self._shapes.arrays()
-        )
+        return fits_now(self._free_now(), now, a.ptr, a.flat, a.gpus, last.asks, *self._shapes.arrays())
 
     def _free_now(self) -> npt.NDArray[np.int64]:
         """The free capacity as one profile row ([1, 3, nodes]), kept until a job starts or ends."""
