@@ -18,14 +18,14 @@ written on a job the user pinned with ReqNodeList/ExcNodeList.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import operator
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from functools import cached_property, partial
 from typing import Any, Protocol
+
+import numpy as np
 
 from rltuned.core.levers import (
     EXCLUDED_NODES,
@@ -36,6 +36,8 @@ from rltuned.core.levers import (
     Action,
 )
 from rltuned.core.placement import Placement, Placements
+from rltuned.core.priority_kernel import NONE
+from rltuned.core.priority_kernel import targets as targets_kernel
 from rltuned.core.quiet import LastDecision
 from rltuned.core.ranking import Ranking
 from rltuned.domain import ClusterSpec, Job
@@ -276,14 +278,16 @@ _last_plan: _LastPlan | None = None
 def _targets(order: Sequence[Job], ledger: Written, lever: Lever) -> dict[int, int]:
     """Each job's value of the lever in plan order."""
     if lever.kind == "priority":
-        return priority_targets(
-            [j.id for j in order],
-            {j.id: j.priority for j in order if j.priority is not None},
-            ledger.owned_priorities(),
+        ids = [j.id for j in order]
+        owned = ledger.owned_priorities()
+        values = priority_values(
+            [NONE if (p := j.priority) is None else p for j in order],
+            [owned.get(i, NONE) for i in ids],
             lever.priority_min,
             lever.priority_max,
             lever.priority_step,
         )
+        return dict(zip(ids, values, strict=True))
     if lever.kind == "site_factor":
         n = len(order)
         return {job.id: round(lever.site_factor_max * (n - r) / n) for r, job in enumerate(order)}
@@ -394,107 +398,27 @@ def priority_targets(
     """Strictly decreasing priorities in `order`, within [low, high], reusing values rltuned wrote.
 
     `current` is what Slurm reports; a job keeps its value only if rltuned wrote it (`owned`) and Slurm
-    still shows it, and it lies on the longest chain of such jobs already in order; the jobs between
-    two kept ones get values `step` apart where the room allows. A queue of hundreds keeps most of its
-    values from tick to tick, so the kept jobs are written in one comprehension and only the gaps are
-    visited.
+    still shows it, and it lies on the longest chain of such jobs already in order (patience sorting's);
+    the jobs between two kept ones get values `step` apart where the room allows (stepping up from the
+    first kept job above it, down from a kept job below it, leaving room under the last new one if
+    another kept job follows); if any gap is too small, the whole queue is renumbered `step` apart from a
+    quarter below the band's top, so that jobs that later move ahead of all others still find room
+    above. One compiled call (`priority_kernel.targets`): a sampled ranking moves most of the queue.
     """
-    n = len(order)
-    if n == 0:
+    if not order:
         return {}
-    inside = [
-        (i, value)
-        for i, j in enumerate(order)
-        if (value := owned.get(j)) is not None and current.get(j) == value and low <= value <= high
-    ]
-    keep = _longest_decreasing(inside)
-    if not keep:
-        return _renumber(order, low, high, step)
-    targets = {order[i]: value for i, value in keep}
-    anchors = [(-1, high + 1), *keep, (n, low - 1)]
-    at = [i for i, _ in anchors]
-    gaps = itertools.compress(range(len(at) - 1), map(operator.ne, map(operator.sub, at[1:], at[:-1]), _ONES))
-    for a in gaps:
-        (i0, upper), (i1, lower) = anchors[a], anchors[a + 1]
-        m = i1 - i0 - 1
-        if i0 < 0:  # above the first kept job: step upwards from it
-            spacing = min(step, (upper - lower - 1) // m)
-            values = [lower + spacing * (m - k) for k in range(m)]
-        else:  # below a kept job: step downwards, leaving room under the last new one if another follows
-            spacing = min(step, (upper - lower - 1) // (m + 1 if i1 < n else m))
-            values = [upper - spacing * (k + 1) for k in range(m)]
-        if spacing < 1:
-            return _renumber(order, low, high, step)
-        targets.update(zip(order[i0 + 1 : i1], values, strict=True))
-    return targets
+    values = priority_values(
+        [current.get(j, NONE) for j in order], [owned.get(j, NONE) for j in order], low, high, step
+    )
+    return dict(zip(order, values, strict=True))
 
 
-_ONES = itertools.repeat(1)
-
-
-def _renumber(order: Sequence[int], low: int, high: int, step: int) -> dict[int, int]:
-    """Fresh values `step` apart (closer if the band is short), starting a quarter below the band's top so
-    that jobs that later move ahead of all others still find room above."""
-    n = len(order)
-    top = high - (high - low) // 4
-    spacing = max(1, min(step, (top - low) // max(n - 1, 1)))
-    if spacing * (n - 1) > top - low:
-        top = high
-        spacing = max(1, (high - low) // max(n - 1, 1))
-    return {job_id: max(low, top - spacing * i) for i, job_id in enumerate(order)}
-
-
-def _longest_decreasing(points: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The longest subsequence of (index, value) points whose values strictly decrease (O(n log n)):
-    patience sorting's chain. Where the order barely moved (a deterministic ranking's queue of
-    hundreds, a few strictly decreasing runs), a point that extends the longest chain is followed by
-    the rest of its run, which extend it too, so the run is appended at once."""
-    values = [v for _, v in points]
-    n = len(values)
-    starts = [0, *itertools.compress(range(1, n), map(operator.le, values[:-1], values[1:]))]
-    if len(starts) == 1:  # already in order: all of it (an unchanged plan)
-        return list(points)
-    if len(starts) > n // 8:  # a shuffled order (a sampled ranking): runs too short to pay
-        return _patience(points, values)
-    tails: list[int] = []  # tails[k]: -value at the end of the best chain of length k+1 (increasing)
-    tail_at: list[int] = []
-    parent: list[int] = [-1] * n
-    for s, e in zip(starts, [*starts[1:], n], strict=True):  # each strictly decreasing run
-        for p in range(s, e):
-            value = values[p]
-            k = bisect.bisect_left(tails, -value)
-            parent[p] = tail_at[k - 1] if k > 0 else -1
-            if k == len(tails):  # it, and the rest of its run, extend the longest chain
-                tails.extend(map(operator.neg, values[p:e]))
-                tail_at.extend(range(p, e))
-                parent[p + 1 : e] = range(p, e - 1)
-                break
-            tails[k] = -value
-            tail_at[k] = p
-    return _chain(points, tail_at, parent)
-
-
-def _patience(points: Sequence[tuple[int, int]], values: Sequence[int]) -> list[tuple[int, int]]:
-    """`_longest_decreasing` one point at a time."""
-    tails: list[int] = []
-    tail_at: list[int] = []
-    parent: list[int] = [-1] * len(values)
-    for p, value in enumerate(values):
-        k = bisect.bisect_left(tails, -value)
-        if k == len(tails):
-            tails.append(-value)
-            tail_at.append(p)
-        else:
-            tails[k] = -value
-            tail_at[k] = p
-        parent[p] = tail_at[k - 1] if k > 0 else -1
-    return _chain(points, tail_at, parent)
-
-
-def _chain(points: Sequence[tuple[int, int]], tail_at: list[int], parent: list[int]) -> list[tuple[int, int]]:
-    chain: list[tuple[int, int]] = []
-    p = tail_at[-1] if tail_at else -1
-    while p >= 0:
-        chain.append(points[p])
-        p = parent[p]
-    return chain[::-1]
+def priority_values(
+    current: Sequence[int], owned: Sequence[int], low: int, high: int, step: int
+) -> list[int]:
+    """`priority_targets` by position: what Slurm shows and what rltuned wrote per job in plan order
+    (`NONE` where there is none)."""
+    values: list[int] = targets_kernel(
+        np.array(current, np.int64), np.array(owned, np.int64), low, high, step
+    ).tolist()
+    return values

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rltuned.core.levers import Action
-from rltuned.core.plan import Written, _longest_decreasing, _patience, priority_targets
+from rltuned.core.plan import Written, priority_targets
+from rltuned.core.priority_kernel import longest_decreasing
 
 LOW, HIGH, STEP = 1_000, 10_000_000, 1_000
 
@@ -159,6 +162,30 @@ def test_a_kept_plan_is_the_plan_made_afresh(ticks: list[tuple[str, bool, int]],
                 jobs = [dataclasses.replace(j, priority=written.get(j.id, j.priority)) for j in jobs]
 
 
+def _patience(points: list[tuple[int, int]], values: list[int]) -> list[tuple[int, int]]:
+    """The longest strictly decreasing chain of `points`, one patience step at a time (as first
+    written): each point goes on the leftmost pile whose top is not above it, its parent the top of the
+    pile before; the chain is read back from the last pile."""
+    tails: list[int] = []
+    tail_at: list[int] = []
+    parent = [-1] * len(values)
+    for p, value in enumerate(values):
+        k = bisect.bisect_left(tails, -value)
+        if k == len(tails):
+            tails.append(-value)
+            tail_at.append(p)
+        else:
+            tails[k] = -value
+            tail_at[k] = p
+        parent[p] = tail_at[k - 1] if k > 0 else -1
+    chain: list[tuple[int, int]] = []
+    p = tail_at[-1] if tail_at else -1
+    while p >= 0:
+        chain.append(points[p])
+        p = parent[p]
+    return chain[::-1]
+
+
 def _targets_as_first_written(
     order: list[int], current: dict[int, int], owned: dict[int, int], low: int, high: int, step: int
 ) -> dict[int, int]:
@@ -245,7 +272,8 @@ def _values(draw: st.DrawFn) -> list[int]:
 
 @given(_values())
 def test_the_longest_decreasing_chain_is_patience_sortings(values: list[int]) -> None:
-    """`_longest_decreasing`, which appends a run at once where it cannot branch, picks the chain
-    patience sorting picks one point at a time (ties and repeated values included)."""
+    """The compiled chain is the one patience sorting picks one point at a time in Python (ties and
+    repeated values included): the chain decides which jobs keep their values."""
     points = list(enumerate(values))
-    assert _longest_decreasing(points) == _patience(points, values)
+    chain = longest_decreasing(np.array(values, np.int64)).tolist()
+    assert [points[p] for p in chain] == _patience(points, values)
