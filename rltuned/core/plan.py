@@ -67,11 +67,14 @@ class Written:
     the simulator in memory. The planner reads it to keep churn low; appliers record into it.
 
     Every tick reads which jobs carry a priority rltuned wrote and which it steered, over a ledger of
-    hundreds of jobs (a training episode's sampled rankings rewrite most of them), so both are kept as
-    indexes beside the changes; every change goes through `_put`, `forget` or `_clear`, which keep them."""
+    hundreds of jobs. A training episode's sampled rankings rewrite tens of priorities a tick, so a
+    job's priority is kept only in its index (`_priorities`) and its other fields in `_changes`; `get`
+    puts the two together. A job is in the ledger while either holds it. Every change goes through
+    `_put`, `record_applied`, `forget` or `_clear`, which keep the steered index too."""
 
     def __init__(self, changes: Mapping[int, Change] | None = None) -> None:
         self._changes: dict[int, Change] = {}
+        """Each job's change with its priority left out (None)."""
         self._priorities: dict[int, int] = {}
         self._steered: set[int] = set()
         self.version = 0
@@ -85,15 +88,20 @@ class Written:
         """The last tick that decided (`core/quiet.py`), set by the applier once its writes are done."""
 
     def get(self, job_id: int) -> Change:
-        return self._changes.get(job_id, UNTOUCHED)
+        change = self._changes.get(job_id, UNTOUCHED)
+        priority = self._priorities.get(job_id)
+        if priority is None:
+            return change
+        return _with(change, {"priority": priority})
 
     def _put(self, job_id: int, change: Change) -> None:
         self.version += 1
-        self._changes[job_id] = change
         if change.priority is None:
             self._priorities.pop(job_id, None)
+            self._changes[job_id] = change
         else:
             self._priorities[job_id] = change.priority
+            self._changes[job_id] = _with(change, _NO_PRIORITY)
         if change.excluded_nodes:
             self._steered.add(job_id)
         else:
@@ -106,28 +114,24 @@ class Written:
         self._steered.clear()
 
     def record(self, job_id: int, **values: Any) -> None:
-        """`replace(change, **values)` without its generic cost: a simulated tick records tens of accepted
-        writes (Change has no __post_init__ to skip)."""
+        """`replace(change, **values)` without its generic cost."""
         unknown = values.keys() - _FIELDS
         if unknown:
             raise TypeError(f"Change has no field {sorted(unknown)[0]!r}")
-        self._merge(job_id, values)
+        self._put(job_id, _with(self.get(job_id), values))
 
     def record_applied(self, action: Action) -> None:
-        """An update Slurm accepted; a cleared ExcNodeList is recorded as never set."""
+        """An update Slurm accepted; a cleared ExcNodeList is recorded as never set. A priority is one
+        entry of its index: a simulated tick records tens of them."""
         kind = action.kind
+        if kind == "priority" and action.value is not None:
+            self.version += 1
+            self._priorities[action.job_id] = action.value  # type: ignore[assignment]
+            return
         if kind not in _FIELDS:
             raise TypeError(f"Change has no field {kind!r}")
-        self._merge(
-            action.job_id, {kind: None if kind == "excluded_nodes" and action.value == "" else action.value}
-        )
-
-    def _merge(self, job_id: int, values: Mapping[str, Any]) -> None:
-        """The job's change with `values` (known fields) replaced, stored."""
-        new = object.__new__(Change)
-        new.__dict__.update(self.get(job_id).__dict__)
-        new.__dict__.update(values)
-        self._put(job_id, new)
+        value = None if kind == "excluded_nodes" and action.value == "" else action.value
+        self._put(action.job_id, _with(self.get(action.job_id), {kind: value}))
 
     def forget(self, job_id: int) -> None:
         self.version += 1
@@ -137,17 +141,20 @@ class Written:
 
     def keep_only(self, job_ids: Collection[int]) -> int:
         """Drop jobs Slurm no longer lists; returns how many were dropped."""
-        gone = [j for j in self._changes if j not in job_ids]
+        gone = [j for j in self._jobs() if j not in job_ids]
         for job_id in gone:
             self.forget(job_id)
         self.displaced_since = {j: t for j, t in self.displaced_since.items() if j in job_ids}
         return len(gone)
 
+    def _jobs(self) -> AbstractSet[int]:
+        return self._changes.keys() | self._priorities.keys()
+
     def items(self) -> Iterator[tuple[int, Change]]:
-        return iter(sorted(self._changes.items()))
+        return iter([(job_id, self.get(job_id)) for job_id in sorted(self._jobs())])
 
     def __len__(self) -> int:
-        return len(self._changes)
+        return len(self._jobs())
 
     def steered(self) -> AbstractSet[int]:
         """Jobs rltuned has set an ExcNodeList on (to clear once they are no longer placed). The index
@@ -158,6 +165,18 @@ class Written:
         """The priority rltuned wrote on each job that has one. The index itself: read it before
         recording anything."""
         return self._priorities
+
+
+_NO_PRIORITY: Mapping[str, Any] = {"priority": None}
+
+
+def _with(change: Change, values: Mapping[str, Any]) -> Change:
+    """`change` with `values` (known fields) replaced, without `dataclasses.replace`'s generic cost
+    (Change has no __post_init__ to skip)."""
+    new = object.__new__(Change)
+    new.__dict__.update(change.__dict__)
+    new.__dict__.update(values)
+    return new
 
 
 class Pins(Protocol):

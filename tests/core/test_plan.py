@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rltuned.core.levers import Action
-from rltuned.core.plan import Written, priority_targets
+from rltuned.core.plan import Change, Written, priority_targets
 from rltuned.core.priority_kernel import longest_decreasing
 
 LOW, HIGH, STEP = 1_000, 10_000_000, 1_000
@@ -92,27 +92,38 @@ _OPS = st.one_of(
 
 
 @given(st.lists(_OPS, max_size=40))
-def test_the_ledgers_indexes_always_agree_with_its_changes(ops: list[tuple[object, ...]]) -> None:
-    """The planner and the quiet check read which jobs carry a written priority and which are steered
-    from indexes kept beside the changes; a stale index would keep a value Slurm no longer shows, or
-    leave a node list in place."""
+def test_the_ledger_holds_what_a_plain_map_of_changes_holds(ops: list[tuple[object, ...]]) -> None:
+    """`Written` keeps a job's priority in its own index and the rest of its change apart, and the
+    planner and the quiet check read which jobs carry a written priority and which are steered from
+    indexes: after any writes, unsets, forgets and drops, it must hold what a plain map of `Change`s
+    updated with `dataclasses.replace` holds, and its indexes must agree (a stale one would keep a value
+    Slurm no longer shows, or leave a node list in place)."""
     written = Written()
+    plain: dict[int, Change] = {}
     for op in ops:
         match op:
             case ("write", int(job), str(kind), int(value)):
                 written.record_applied(Action(job, kind, (), value))
+                plain[job] = dataclasses.replace(plain.get(job, Change()), **{kind: value})
             case ("steer", int(job), str(nodes)):
                 written.record_applied(Action(job, "excluded_nodes", (), nodes))
+                plain[job] = dataclasses.replace(plain.get(job, Change()), excluded_nodes=nodes or None)
             case ("unset", int(job), str(kind)):
                 written.record(job, **{kind: None})
+                plain[job] = dataclasses.replace(plain.get(job, Change()), **{kind: None})
             case ("forget", int(job)):
                 written.forget(job)
+                plain.pop(job, None)
             case ("keep_only", frozenset() as keep):
-                written.keep_only(keep)
+                assert written.keep_only(keep) == len(plain.keys() - keep)
+                plain = {j: c for j, c in plain.items() if j in keep}
         changes = dict(written.items())
+        assert changes == plain and len(written) == len(plain)
+        assert all(written.get(j) == c for j, c in plain.items()) and written.get(99) == Change()
         owned = {j: c.priority for j, c in changes.items() if c.priority is not None}
         assert written.owned_priorities() == owned
         assert written.steered() == {j for j, c in changes.items() if c.excluded_nodes}
+        assert Written(plain).owned_priorities() == owned and dict(Written(plain).items()) == plain
 
 
 @given(
