@@ -10,9 +10,9 @@ lever is one entry here, one field on `Change`, and the planner's rule for when 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
     from rltuned.core.plan import Change
@@ -75,6 +75,55 @@ class LeverSpec:
 
     def action(self, job_id: int, value: int | bool | str) -> Action:
         return Action(job_id, self.kind, ((self.key, self.word(value)),), value, self.needs_pending)
+
+
+class LeverWrites(Sequence[Action]):
+    """A ranking lever's writes in plan order, one per job, as (job id, value) pairs, made `Action`s
+    only when read. The daemon reads the actions; a simulated tick applies the pairs (`SlurmRun.apply`,
+    `Written.record_lever`) and never reads them: a training episode's sampled rankings rewrite tens of
+    priorities a tick, and each action was a new object (docs/performance.md, "twentieth step")."""
+
+    __slots__ = ("_actions", "lever", "pairs")
+
+    def __init__(self, lever: LeverSpec, pairs: Sequence[tuple[int, int]]) -> None:
+        self.lever = lever
+        self.pairs = pairs
+        self._actions: tuple[Action, ...] | None = None
+
+    def actions(self) -> tuple[Action, ...]:
+        if self._actions is None:
+            action = self.lever.action
+            self._actions = tuple(action(job_id, value) for job_id, value in self.pairs)
+        return self._actions
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __iter__(self) -> Iterator[Action]:
+        return iter(self.actions())
+
+    @overload
+    def __getitem__(self, index: int) -> Action: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> LeverWrites: ...
+
+    def __getitem__(self, index: int | slice) -> Action | LeverWrites:
+        if isinstance(index, slice):
+            return LeverWrites(self.lever, self.pairs[index])
+        return self.actions()[index]
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same actions (a plan compares with one built action by action)."""
+        if isinstance(other, LeverWrites):
+            return self.lever == other.lever and list(self.pairs) == list(other.pairs)
+        return isinstance(other, Sequence) and self.actions() == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self.actions())
+
+    def __repr__(self) -> str:
+        return f"LeverWrites({self.lever.kind}, {list(self.pairs)!r})"
 
 
 def _priority_conf(config: Mapping[str, str]) -> list[str]:

@@ -34,6 +34,7 @@ from rltuned.core.levers import (
     RANKING_LEVERS,
     SITE_FACTOR,
     Action,
+    LeverWrites,
 )
 from rltuned.core.placement import Placement, Placements
 from rltuned.core.priority_kernel import NONE
@@ -133,6 +134,16 @@ class Written:
         value = None if kind == "excluded_nodes" and action.value == "" else action.value
         self._put(action.job_id, _with(self.get(action.job_id), {kind: value}))
 
+    def record_lever(self, writes: LeverWrites) -> None:
+        """A ranking lever's writes, all accepted (a simulated tick): a plan's priorities go into their
+        index at once."""
+        if writes.lever.kind != "priority":
+            for action in writes:
+                self.record_applied(action)
+        elif writes.pairs:
+            self.version += 1
+            self._priorities.update(writes.pairs)
+
     def forget(self, job_id: int) -> None:
         self.version += 1
         self._changes.pop(job_id, None)
@@ -222,8 +233,8 @@ class JobPlan:
 
 @dataclass(frozen=True)
 class Plan:
-    actions: tuple[Action, ...]
-    """Capped at `max_actions`, top ranks first."""
+    actions: Sequence[Action]
+    """Capped at `max_actions`, top ranks first. Without placement writes, a `LeverWrites`."""
     capped: int
     """Actions left for later ticks by the cap."""
     describe: Callable[[], tuple[JobPlan, ...]] = field(default=tuple, repr=False, compare=False)
@@ -268,7 +279,7 @@ def make_plan(
     version = ledger.version  # read first: a ledger written during the plan must not match it later
     targets = _targets(order, ledger, lever)
     actions = _actions(order, targets, placements, info, ledger, cluster, lever)
-    kept = tuple(actions[: lever.max_actions])
+    kept = actions[: lever.max_actions]
     capped = len(actions) - len(kept)
     _last_plan = _LastPlan(ledger, version, order, lever, targets, kept, capped) if memo else None
     return Plan(kept, capped, partial(_rows, ranking, placements, targets))
@@ -287,7 +298,7 @@ class _LastPlan:
     order: tuple[Job, ...]
     lever: Lever
     targets: Mapping[int, int]
-    actions: tuple[Action, ...]
+    actions: Sequence[Action]
     capped: int
 
 
@@ -321,14 +332,15 @@ def _actions(
     ledger: Written,
     cluster: ClusterSpec,
     lever: Lever,
-) -> list[Action]:
+) -> Sequence[Action]:
     """The writes that move Slurm to the targets and placements, top ranks first: each job's lever
     write, then its placement writes."""
-    writes = _lever_writes(order, targets, ledger, lever)
+    lever_writes = _lever_writes(order, targets, ledger, lever)
     by_job = placements.by_job
     steered = ledger.steered()
     if not by_job and not steered:  # no placement lever to write or undo (the training configuration)
-        return list(writes.values())
+        return lever_writes
+    writes = {action.job_id: action for action in lever_writes}
     actions: list[Action] = []
     for job in order:
         write = writes.get(job.id)
@@ -339,25 +351,24 @@ def _actions(
             continue
         job_info = info.get(job.id) if placed is not None else None
         actions.extend(_placement_actions(job, ledger.get(job.id), job_info, placed, cluster, lever))
-    return actions
+    return tuple(actions)
 
 
 def _lever_writes(
     order: Sequence[Job], targets: Mapping[int, int], ledger: Written, lever: Lever
-) -> dict[int, Action]:
+) -> LeverWrites:
     """The ranking lever's write per job, in plan order: a priority wherever Slurm shows another value;
     a SiteFactor where the target moved by more than the deadband since rltuned last wrote it. One
     comprehension for the priority lever: a training tick runs it over the whole queue."""
     if lever.kind == PRIORITY.kind:
-        action = PRIORITY.action
-        return {job.id: action(job.id, t) for job in order if job.priority != (t := targets[job.id])}
-    writes: dict[int, Action] = {}
+        return LeverWrites(PRIORITY, [(job.id, t) for job in order if job.priority != (t := targets[job.id])])
+    writes: list[tuple[int, int]] = []
     for job in order:
         target = targets[job.id]
         written = ledger.get(job.id).site_factor
         if written != target and (written is None or abs(written - target) > lever.site_factor_deadband):
-            writes[job.id] = SITE_FACTOR.action(job.id, target)
-    return writes
+            writes.append((job.id, target))
+    return LeverWrites(SITE_FACTOR, writes)
 
 
 def _rows(ranking: Ranking, placements: Placements, targets: Mapping[int, int]) -> tuple[JobPlan, ...]:

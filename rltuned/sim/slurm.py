@@ -33,7 +33,7 @@ from operator import attrgetter, itemgetter
 import numpy as np
 import numpy.typing as npt
 
-from rltuned.core.levers import Action
+from rltuned.core.levers import Action, LeverWrites
 from rltuned.core.plan import Plan
 from rltuned.domain import (
     Allocation,
@@ -459,7 +459,18 @@ class SlurmRun:
     def apply(self, actions: Sequence[Action]) -> None:
         """The plan's `scontrol update`s, all accepted (every job in a plan is pending at its tick). A
         priority or SiteFactor write changes what a backfill pass reads only through the priority order,
-        which the pass compares itself (`_backfill`); a node list changes where a job may run."""
+        which the pass compares itself (`_backfill`); a node list changes where a job may run. A ranking
+        lever's writes are read as their (job, value) pairs, without making actions of them."""
+        if isinstance(actions, LeverWrites):
+            by_id = self.by_id
+            self._queued += len(actions)
+            if actions.lever.kind == "priority":
+                for job_id, value in actions.pairs:
+                    by_id[job_id].fixed = value
+            else:
+                for job_id, value in actions.pairs:
+                    by_id[job_id].site = value
+            return
         for action in actions:
             entry = self.by_id[action.job_id]
             self._queued += 1
