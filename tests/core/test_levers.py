@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from rltuned.core.levers import HOLD_RELEASE, LEVERS, enabled, pyslurm_cannot
+from rltuned.core.levers import HOLD_RELEASE, LEVERS, LeverWrites, enabled, pyslurm_cannot
 from rltuned.core.plan import Change
 
 EVERYTHING = Change(priority=9000, site_factor=50, oversubscribe=True, excluded_nodes="k80-1",
@@ -52,3 +52,14 @@ def test_the_pyslurm_backend_is_refused_exactly_the_levers_it_cannot_write() -> 
         "placement.oversubscribe = true",
         "placement.steer_untyped = true",
     ]
+
+
+def test_a_levers_writes_read_as_the_actions_it_makes_for_them() -> None:
+    """What the daemon writes from a plan (its actions) is what a simulated tick applies (the pairs)."""
+    pairs = [(7, 9000), (3, 8000), (11, 7000)]
+    writes = LeverWrites(LEVERS["priority"], pairs)
+    made = tuple(LEVERS["priority"].action(j, v) for j, v in pairs)
+    assert len(writes) == 3 and tuple(writes) == made and writes == made and made == writes
+    assert writes[1] == made[1] and writes[1:] == made[1:] and writes[:2].pairs == pairs[:2]
+    assert writes != made[:2] and writes != LeverWrites(LEVERS["site_factor"], pairs)
+    assert LeverWrites(LEVERS["priority"], []) == () and not LeverWrites(LEVERS["priority"], [])

@@ -14,6 +14,7 @@ from rltuned.core import CoreSettings, Decision, Lever
 from rltuned.estimates import apply_estimates
 from rltuned.placement.milp import MilpConfig
 from rltuned.policies import make_policy
+from rltuned.policies.loglinear import parse_loglinear
 from rltuned.sim import ticks
 from rltuned.sim.runner import Window
 from rltuned.sim.simulator import SimResult
@@ -135,3 +136,28 @@ def test_a_pending_job_without_a_written_priority_keeps_the_base_alone_deciding(
         assert episode.snapshot is not None and episode.all_fixed
         episode.written.forget(episode.snapshot.pending[0].id)
         assert episode.all_fixed is still_fixed
+
+
+@pytest.mark.parametrize("config", ["training", "SiteFactor", "narrow priority band"])
+def test_a_plans_lever_writes_applied_as_pairs_give_what_its_actions_give(
+    config: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A simulated tick applies and records a ranking lever's writes as (job, value) pairs, never as the
+    actions the daemon writes: given the same plans as plain actions, the schedule is the same. A
+    searched order (limit over the square root of the GPUs) reorders the queue at most ticks."""
+    jobs, warmup = window()
+    settings = replace(CONFIGS[config], base="fcfs")
+    order = parse_loglinear("loglinear:b=-0.5,c=0,w0=60")
+    pairs = run_order(CLUSTER, jobs, warmup, settings, order)
+    decide = ticks.decide
+    applied = []
+
+    def as_actions(*args: Any, **kwargs: Any) -> Decision:
+        decision = decide(*args, **kwargs)
+        applied.append(len(decision.plan.actions))
+        return replace(decision, plan=replace(decision.plan, actions=tuple(decision.plan.actions)))
+
+    monkeypatch.setattr(ticks, "decide", as_actions)
+    actions = run_order(CLUSTER, jobs, warmup, settings, order)
+    assert sum(applied) >= 40  # writes on most of the stretch's jobs
+    assert actions.records == pairs.records and actions.background == pairs.background
