@@ -163,9 +163,9 @@ class Kept:
         renewed = list(map(operator.is_not, kept, jobs))
         if not any(renewed):
             return True
-        for a, b in zip(compress(kept, renewed), compress(jobs, renewed), strict=True):
-            if _AS_READ(a) != _AS_READ(b):
-                return False
+        read = _AS_READ  # compared in C, pair by pair: a sampled tick renews about half a queue of a hundred
+        if any(map(operator.ne, map(read, compress(kept, renewed)), map(read, compress(jobs, renewed)))):
+            return False
         self.jobs = jobs  # the next call most likely sees these very objects
         return True
 
