@@ -71,7 +71,9 @@ class Written:
     hundreds of jobs. A training episode's sampled rankings rewrite tens of priorities a tick, so a
     job's priority is kept only in its index (`_priorities`) and its other fields in `_changes`; `get`
     puts the two together. A job is in the ledger while either holds it. Every change goes through
-    `_put`, `record_applied`, `forget` or `_clear`, which keep the steered index too."""
+    `_put`, `forget` or `_clear`, which keep the steered index too, except a priority write
+    (`record_applied`, `record_lever`), which sets its index entry alone: a subclass that hooks `_put`
+    does not see those."""
 
     def __init__(self, changes: Mapping[int, Change] | None = None) -> None:
         self._changes: dict[int, Change] = {}
