@@ -310,16 +310,14 @@ _last_plan: _LastPlan | None = None
 def _targets(order: Sequence[Job], ledger: Written, lever: Lever) -> dict[int, int]:
     """Each job's value of the lever in plan order."""
     if lever.kind == "priority":
-        ids = [j.id for j in order]
-        owned = ledger.owned_priorities()
-        values = priority_values(
-            [NONE if (p := j.priority) is None else p for j in order],
-            [owned.get(i, NONE) for i in ids],
+        return priority_targets(
+            [j.id for j in order],
+            {j.id: j.priority for j in order if j.priority is not None},
+            ledger.owned_priorities(),
             lever.priority_min,
             lever.priority_max,
             lever.priority_step,
         )
-        return dict(zip(ids, values, strict=True))
     if lever.kind == "site_factor":
         n = len(order)
         return {job.id: round(lever.site_factor_max * (n - r) / n) for r, job in enumerate(order)}
@@ -439,18 +437,11 @@ def priority_targets(
     """
     if not order:
         return {}
-    values = priority_values(
-        [current.get(j, NONE) for j in order], [owned.get(j, NONE) for j in order], low, high, step
-    )
-    return dict(zip(order, values, strict=True))
-
-
-def priority_values(
-    current: Sequence[int], owned: Sequence[int], low: int, high: int, step: int
-) -> list[int]:
-    """`priority_targets` by position: what Slurm shows and what rltuned wrote per job in plan order
-    (`NONE` where there is none)."""
     values: list[int] = targets_kernel(
-        np.array(current, np.int64), np.array(owned, np.int64), low, high, step
+        np.array([current.get(j, NONE) for j in order], np.int64),
+        np.array([owned.get(j, NONE) for j in order], np.int64),
+        low,
+        high,
+        step,
     ).tolist()
-    return values
+    return dict(zip(order, values, strict=True))

@@ -680,10 +680,7 @@ class SlurmRun:
         `history_interval_s`, as the daemon's engine reads sshare and sacct), and no origin."""
         if not self._same_queue(self._pending_at, now):
             arrived = sorted(self.queue, key=_ARRIVAL)
-            views = [  # `shown_at`, its test inline: a sampled tick keeps about half the queue's views
-                e.shown_with if e.shown_with.priority == p else e.shown_at(p)
-                for e, p in zip(arrived, self._priorities(arrived, now), strict=True)
-            ]
+            views = [e.shown_at(p) for e, p in zip(arrived, self._priorities(arrived, now), strict=True)]
             self._pending_at = (self._queued, now, tuple(views))
         pending = self._pending_at[2]  # one tuple while the queue holds: `core/quiet` signs it once
         if self._shown_running[0] != self._version:  # the running set is shown as it was last time
