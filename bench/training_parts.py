@@ -41,7 +41,7 @@ from rltuned.rl.args import Args
 from rltuned.rl.ppo import make_env
 from rltuned.rl.rollouts import run_episode
 from rltuned.sim.slurm import Profile, SlurmRun
-from rltuned.sim.ticks import UNPINNED, TickEpisode
+from rltuned.sim.ticks import TickEpisode
 
 PLANS: list[tuple[Any, ...]] = []
 PROFILES: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
@@ -57,10 +57,10 @@ def instrument(make_plan: Callable[..., Any]) -> None:
 
     plan = timed("make_plan", make_plan)
 
-    def capturing(ranking: Any, placements: Any, info: Any, ledger: Written, cluster: Any, lever: Any) -> Any:
-        if len(PLANS) < CAPTURE and ranking.order:
-            PLANS.append((ranking, placements, Written(dict(ledger.items())), cluster, lever))
-        return plan(ranking, placements, info, ledger, cluster, lever)
+    def capturing(*args: Any) -> Any:  # the arguments as they come: commits differ in their order
+        if len(PLANS) < CAPTURE and args[0].order:  # the ranking comes first in every commit
+            PLANS.append(tuple(Written(dict(a.items())) if isinstance(a, Written) else a for a in args))
+        return plan(*args)
 
     decide_module.make_plan = capturing
     env_module.decide_ranked = timed("decide_ranked (the agent's plan)", env_module.decide_ranked)
@@ -128,16 +128,16 @@ def main() -> None:
     wall = time.perf_counter() - started
 
     def plans() -> None:
-        for ranking, placements, ledger, cluster, lever in PLANS:
-            make_plan(ranking, placements, UNPINNED, ledger, cluster, lever)
+        for captured in PLANS:
+            make_plan(*captured)
 
     def profiles() -> None:
         for captured, named in PROFILES:
             Profile(*captured, **named)
 
     digest, of_plans = hashlib.sha256(), hashlib.sha256()
-    for ranking, placements, ledger, cluster, lever in PLANS:
-        actions = make_plan(ranking, placements, UNPINNED, ledger, cluster, lever).actions
+    for captured in PLANS:
+        actions = make_plan(*captured).actions
         written = repr([(a.job_id, a.kind, a.fields, a.value) for a in actions]).encode()
         digest.update(written)
         of_plans.update(written)
@@ -145,7 +145,7 @@ def main() -> None:
         built = Profile(*captured, **named)
         digest.update(np.ascontiguousarray(built.times).tobytes() + np.ascontiguousarray(built.cap).tobytes())
     plan_s, profile_s = fastest(opts.repeat, plans), fastest(opts.repeat, profiles)
-    actions = sum(len(make_plan(r, p, UNPINNED, w, c, v).actions) for r, p, w, c, v in PLANS)
+    actions = sum(len(make_plan(*captured).actions) for captured in PLANS)
     parts = {name: round(s / decisions * 1e3, 3) for name, s in sorted(SPENT.items(), key=lambda kv: -kv[1])}
     body = {
         "decisions": decisions,

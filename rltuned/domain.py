@@ -51,7 +51,6 @@ class Job:
     gpu_type: str | None = None
     cpus: int = 0
     mem_mb: int = 0
-    priority: int | None = None
     nodes: int = 0
 
     @property
@@ -180,6 +179,12 @@ class ClusterSnapshot:
 
     Per-node free resources are indexed like `cluster.nodes`; a node that is down, drained or reserved
     shows no free resources.
+
+    `priorities` is what squeue shows as each pending job's priority, by job id, kept apart from the
+    jobs: it moves from tick to tick (multifactor's age, the daemon's own writes) while the jobs stay
+    the same, so a job is one object for as long as it pends and whatever was computed from the
+    jobs alone (the state's table, a static base order, quiet ticks' signature) holds while they do.
+    A job absent from it shows none (a trace's job, the paper loop).
     """
 
     now: float
@@ -191,6 +196,7 @@ class ClusterSnapshot:
     running: tuple[RunningJob, ...]
     history: History = field(default_factory=History)
     origin: float = 0.0
+    priorities: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def context(self) -> PriorityContext:

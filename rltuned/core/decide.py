@@ -81,5 +81,6 @@ def decide_ranked(
         placements = place_top(snapshot, ranking.order, settings.milp)
     else:
         placements = Placements({}, "off")
-    plan = make_plan(ranking, placements, pins, written, snapshot.cluster, settings.lever)
+    shown, cluster = snapshot.priorities, snapshot.cluster
+    plan = make_plan(ranking, shown, placements, pins, written, cluster, settings.lever)
     return Decision(ranking, placements, plan, guarded.displaced_since, guarded.deadline)

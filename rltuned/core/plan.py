@@ -250,16 +250,18 @@ class Plan:
 
 def make_plan(
     ranking: Ranking,
+    shown: Mapping[int, int],
     placements: Placements,
     info: Mapping[int, Pins],
     ledger: Written,
     cluster: ClusterSpec,
     lever: Lever,
 ) -> Plan:
-    """The tick's writes.
+    """The tick's writes; `shown` is the priority Slurm shows for each pending job
+    (`ClusterSnapshot.priorities`).
 
     Without placements or steered jobs (the training configuration), the writes depend only on the
-    order (the jobs as Slurm shows them, priorities included), the ledger and the lever. Where a model
+    order, the priorities Slurm shows, the ledger and the lever. Where a model
     ranks deterministically (evaluation, validation, the daemon's loop in the simulator), most ticks
     see those of the tick before (63% of ITP's ticks and 73% of Philly's), and the last plan's targets
     and writes are kept for them (tests/core/test_plan.py compares with a fresh plan). A training
@@ -276,15 +278,16 @@ def make_plan(
         and len(last.order) == len(order)
         and all(map(operator.is_, last.order, order))
         and last.lever == lever
+        and (last.shown is shown or last.shown == shown)
     ):
-        return Plan(last.actions, last.capped, partial(_rows, ranking, placements, last.targets))
+        return Plan(last.actions, last.capped, partial(_rows, ranking, shown, placements, last.targets))
     version = ledger.version  # read first: a ledger written during the plan must not match it later
-    targets = _targets(order, ledger, lever)
-    actions = _actions(order, targets, placements, info, ledger, cluster, lever)
+    targets = _targets(order, shown, ledger, lever)
+    actions = _actions(order, shown, targets, placements, info, ledger, cluster, lever)
     kept = actions[: lever.max_actions]
     capped = len(actions) - len(kept)
-    _last_plan = _LastPlan(ledger, version, order, lever, targets, kept, capped) if memo else None
-    return Plan(kept, capped, partial(_rows, ranking, placements, targets))
+    _last_plan = _LastPlan(ledger, version, order, shown, lever, targets, kept, capped) if memo else None
+    return Plan(kept, capped, partial(_rows, ranking, shown, placements, targets))
 
 
 def forget_plan() -> None:
@@ -298,6 +301,7 @@ class _LastPlan:
     ledger: Written
     version: int
     order: tuple[Job, ...]
+    shown: Mapping[int, int]
     lever: Lever
     targets: Mapping[int, int]
     actions: Sequence[Action]
@@ -307,12 +311,13 @@ class _LastPlan:
 _last_plan: _LastPlan | None = None
 
 
-def _targets(order: Sequence[Job], ledger: Written, lever: Lever) -> dict[int, int]:
+def _targets(order: Sequence[Job], shown: Mapping[int, int], ledger: Written, lever: Lever) -> dict[int, int]:
     """Each job's value of the lever in plan order."""
     if lever.kind == "priority":
+        ids = [j.id for j in order]
         return priority_targets(
-            [j.id for j in order],
-            {j.id: j.priority for j in order if j.priority is not None},
+            ids,
+            {i: p for i in ids if (p := shown.get(i)) is not None},
             ledger.owned_priorities(),
             lever.priority_min,
             lever.priority_max,
@@ -326,6 +331,7 @@ def _targets(order: Sequence[Job], ledger: Written, lever: Lever) -> dict[int, i
 
 def _actions(
     order: Sequence[Job],
+    shown: Mapping[int, int],
     targets: Mapping[int, int],
     placements: Placements,
     info: Mapping[int, Pins],
@@ -335,7 +341,7 @@ def _actions(
 ) -> Sequence[Action]:
     """The writes that move Slurm to the targets and placements, top ranks first: each job's lever
     write, then its placement writes."""
-    lever_writes = _lever_writes(order, targets, ledger, lever)
+    lever_writes = _lever_writes(order, shown, targets, ledger, lever)
     by_job = placements.by_job
     steered = ledger.steered()
     if not by_job and not steered:  # no placement lever to write or undo (the training configuration)
@@ -355,13 +361,14 @@ def _actions(
 
 
 def _lever_writes(
-    order: Sequence[Job], targets: Mapping[int, int], ledger: Written, lever: Lever
+    order: Sequence[Job], shown: Mapping[int, int], targets: Mapping[int, int], ledger: Written, lever: Lever
 ) -> LeverWrites:
     """The ranking lever's write per job, in plan order: a priority wherever Slurm shows another value;
     a SiteFactor where the target moved by more than the deadband since rltuned last wrote it. One
     comprehension for the priority lever: a training tick runs it over the whole queue."""
     if lever.kind == PRIORITY.kind:
-        return LeverWrites(PRIORITY, [(job.id, t) for job in order if job.priority != (t := targets[job.id])])
+        now = shown.get
+        return LeverWrites(PRIORITY, [(i, t) for job in order if now(i := job.id) != (t := targets[i])])
     writes: list[tuple[int, int]] = []
     for job in order:
         target = targets[job.id]
@@ -371,7 +378,9 @@ def _lever_writes(
     return LeverWrites(SITE_FACTOR, writes)
 
 
-def _rows(ranking: Ranking, placements: Placements, targets: Mapping[int, int]) -> tuple[JobPlan, ...]:
+def _rows(
+    ranking: Ranking, shown: Mapping[int, int], placements: Placements, targets: Mapping[int, int]
+) -> tuple[JobPlan, ...]:
     base_rank = {job.id: r for r, job in enumerate(ranking.base_order)}
     rows = []
     for rank, job in enumerate(ranking.order):
@@ -384,7 +393,7 @@ def _rows(ranking: Ranking, placements: Placements, targets: Mapping[int, int]) 
                 rank,
                 base_rank.get(job.id, rank),
                 ranking.scores.get(job.id),
-                job.priority,
+                shown.get(job.id),
                 targets[job.id],
                 ",".join(placed.nodes) if placed else "",
                 placed.pack if placed else None,

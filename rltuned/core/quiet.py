@@ -125,16 +125,22 @@ def due(snapshot: ClusterSnapshot, refresh_s: float, written: Written) -> bool:
         return True
     if snapshot.now >= last.due_at - EARLY_S:
         return True
-    seen_pending, seen_written, seen_version = _CHECKED[0]
-    if not (seen_pending is snapshot.pending and seen_written is written and seen_version == written.version):
-        get = written.owned_priorities().get
-        if any((mine := get(j.id)) is not None and mine != j.priority for j in snapshot.pending):
+    seen_pending, seen_shown, seen_written, seen_version = _CHECKED[0]
+    pending, shown = snapshot.pending, snapshot.priorities
+    if not (
+        seen_pending is pending
+        and seen_shown is shown
+        and seen_written is written
+        and seen_version == written.version
+    ):
+        get, now = written.owned_priorities().get, shown.get
+        if any((mine := get(j.id)) is not None and mine != now(j.id) for j in pending):
             return True
-        _CHECKED[0] = (snapshot.pending, written, written.version)
+        _CHECKED[0] = (pending, shown, written, written.version)
     return signature(snapshot) != last.signature
 
 
-_CHECKED: list[tuple[object, object, int]] = [((), None, -1)]
-"""The last pending jobs found to carry every priority the ledger holds, with the ledger and its
-version: the same objects at the same version need no second look (held, so their identities cannot
-be reused)."""
+_CHECKED: list[tuple[object, object, object, int]] = [((), {}, None, -1)]
+"""The last pending jobs and the priorities Slurm showed for them, found to carry every priority the
+ledger holds, with the ledger and its version: the same objects at the same version need no second look
+(held, so their identities cannot be reused)."""

@@ -94,9 +94,8 @@ _last_rank: _LastRank | None = None
 def _ranked(policy: Policy, snapshot: ClusterSnapshot) -> list[Job]:
     """`rank(policy, snapshot)`, kept for the next call. A static policy's key is fixed once a job is
     queued (the `Policy` contract: it reads neither the clock nor the history), so the same policy on
-    the same pending jobs (`Kept.same`: the same objects, or equal in all but their priority, in the
-    same order) and the same fixed context (origin, GPUs, nodes) gives the same order of them, and
-    the sort is skipped."""
+    the same pending jobs (`Kept.same`: the same objects, or equal, in the same order) and the same
+    fixed context (origin, GPUs, nodes) gives the same order of them, and the sort is skipped."""
     global _last_rank  # noqa: PLW0603 - a one-entry memo of the last order
     if policy.dynamic:
         return rank(policy, snapshot)

@@ -91,10 +91,9 @@ def build(snapshot: ClusterSnapshot, ordered_jobs: Sequence[Job]) -> Features:
     Most ticks see the queue of the tick before on the same free capacity (67% of the ticks of Philly's
     deterministic loop, 73% of ITP's, 81% of a Philly training episode's), and then only the two age
     columns differ. So the last call's table is kept and, when the cluster, the free capacity and the
-    jobs as the table reads them (`Kept.same`: the same objects, or equal in every field but the
-    priority) are those of this call, only the age columns are computed again, by the code and on the
-    inputs a full build uses, so the table is the same to the last bit
-    (tests/features/test_features_properties.py).
+    jobs (`Kept.same`: the same objects, or equal in every field) are those of this call, only the age
+    columns are computed again, by the code and on the inputs a full build uses, so the table is the
+    same to the last bit (tests/features/test_features_properties.py).
 
     Of the other ticks, most change only one of the two: jobs arrive on the same free capacity (60% of
     the rest on Philly's deterministic loop), or a job ends and none starts (30%). A full build is two
@@ -139,17 +138,15 @@ def forget() -> None:
     _last = None
 
 
-_AS_READ = operator.attrgetter(*(f.name for f in fields(Job) if f.name != "priority"))
-"""A job as the state and a static base order read it: every field but `priority`, which the
-daemon's own writes change from tick to tick (a static base's key is fixed once a job is queued, so
-it cannot read it either)."""
+_AS_READ = operator.attrgetter(*(f.name for f in fields(Job)))
+"""A job's fields as one tuple, so that two jobs compare in C."""
 
 
 class Kept:
     """The jobs a kept result was computed from, and whether others are the same to it: the same
-    objects (the simulator's, while Slurm shows no new priority), else equal as read (`_AS_READ`).
-    Only the pairs that are not the same objects are read: a tick's writes renew a few of a queue of
-    hundreds (about 8 of 209 on ITP's windows)."""
+    objects (the simulator's, for as long as a job pends), else equal in every field (`_AS_READ`; the
+    daemon reads new objects from squeue every tick). Only the pairs that are not the same objects are
+    read."""
 
     __slots__ = ("jobs",)
 
@@ -163,7 +160,7 @@ class Kept:
         renewed = list(map(operator.is_not, kept, jobs))
         if not any(renewed):
             return True
-        read = _AS_READ  # compared in C, pair by pair: a sampled tick renews about half a queue of a hundred
+        read = _AS_READ  # compared in C, pair by pair
         if any(map(operator.ne, map(read, compress(kept, renewed)), map(read, compress(jobs, renewed)))):
             return False
         self.jobs = jobs  # the next call most likely sees these very objects

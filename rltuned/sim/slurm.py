@@ -26,8 +26,8 @@ grids; the scheduler passes take no simulated time (so `bf_continue` changes not
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from operator import attrgetter, itemgetter
 
 import numpy as np
@@ -146,28 +146,6 @@ NO_PINS = NoPins()
 _ARRIVAL = attrgetter("arrival")
 
 
-def _compile_with_priority() -> Callable[[Job, int], Job]:
-    """`replace(job, priority=priority)` at under a quarter of the cost: squeue's view of a job whose priority
-    moves is rebuilt on every tick, for tens of queued jobs (51 a snapshot in a training episode, whose
-    sampled rankings rewrite most priorities). Job's fields are slots, so their member descriptors set
-    them directly, past the frozen dataclass's `__setattr__` (Job has no __post_init__ to skip); the
-    function is written out field by field, as `dataclasses` writes `__init__`, because a loop over
-    the fields costs twice as much."""
-    names = [f.name for f in fields(Job)]
-    lines = [f"    _set_{n}(new, {'priority' if n == 'priority' else f'job.{n}'})" for n in names]
-    body = "\n".join(lines)
-    source = f"def with_priority(job, priority):\n    new = _new(Job)\n{body}\n    return new\n"
-    scope: dict[str, object] = {"_new": object.__new__, "Job": Job}
-    scope.update({f"_set_{n}": getattr(Job, n).__set__ for n in names})
-    exec(source, scope)  # the source is built above from Job's own field names
-    compiled = scope["with_priority"]
-    assert callable(compiled)
-    return compiled
-
-
-_with_priority = _compile_with_priority()
-
-
 class _Job:
     """A job's life in one run: what Slurm holds for it (priority, site factor, excluded nodes)."""
 
@@ -184,7 +162,6 @@ class _Job:
         "runtime",
         "shape",
         "shown",
-        "shown_with",
         "site",
         "start",
         "weight",
@@ -205,9 +182,8 @@ class _Job:
         """The allocation as the backfill profile reads it: (node, GPUs, CPUs, memory) per slice."""
         self.shape = -1
         """The demand's number in the run's `ShapeTable` (-1: not numbered since the demand was set)."""
-        self.shown = replace(job, runtime=None, time_limit=self.limit, priority=None)
-        """The job as squeue shows it: no true runtime; the priority is set per snapshot."""
-        self.shown_with = self.shown
+        self.shown = replace(job, runtime=None, time_limit=self.limit)
+        """The job as squeue shows it: no true runtime (its priority is the snapshot's, `priorities`)."""
         self.arrival = (job.submit, job.id)
         """squeue's order of pending jobs."""
         self.weight = 0.0
@@ -219,11 +195,22 @@ class _Job:
             self.shape = shapes.number(self.demand)
         return self.demand.gpus, self.limit, self.shape
 
-    def shown_at(self, priority: int) -> Job:
-        """The job as squeue shows it with this priority (kept while the priority does not change)."""
-        if self.shown_with.priority != priority:
-            self.shown_with = _with_priority(self.shown, priority)
-        return self.shown_with
+
+@dataclass
+class _ShownQueue:
+    """squeue's pending jobs and their priorities as `SlurmRun.snapshot` last built them. The jobs are
+    kept while the queue's members hold (`SlurmRun._members`), the priorities while the queue and the
+    clock do (`_same_queue`), so a job is one object for as long as it pends."""
+
+    members: int = -1
+    arrived: list[_Job] = field(default_factory=list)
+    """The queue in arrival order (squeue's)."""
+    jobs: tuple[Job, ...] = ()
+    ids: tuple[int, ...] = ()
+    priorities: Mapping[int, int] = field(default_factory=dict)
+    queued: int = -1
+    at: float = -INF
+    """The `_queued` count and time the priorities were built at."""
 
 
 @dataclass
@@ -327,14 +314,15 @@ class SlurmRun:
         self._ctx: PriorityContext | None = None
         self._ctx_at = (0.0, -1)
         self._charges_at: tuple[int, list[Charge]] = (-1, [])
-        self._queued = 0
+        self._queued = self._members = 0
         """Counts changes to the queue and to what its priorities read but the clock: arrivals, starts,
         completions (the running set and the history) and every write. A queue whose priorities were
         all written by the daemon ranks the same until it moves, which on a busy window holds for most
-        ticks and passes (`_settled`)."""
+        ticks and passes (`_settled`). `_members` counts arrivals and starts: the queue's membership,
+        which squeue's list of jobs follows."""
         self._settled_at: tuple[int, bool] = (-1, False)
         self._ordered_at: tuple[int, float, list[_Job]] = (-1, -INF, [])
-        self._pending_at: tuple[int, float, tuple[Job, ...]] = (-1, -INF, ())
+        self._shown = _ShownQueue()
         self._shown_running: tuple[int, tuple[RunningJob, ...]] = (-1, ())
         self.history_interval_s = history_interval_s
         self._shown_history = History()
@@ -443,6 +431,7 @@ class SlurmRun:
                 arrived = True
                 self.queue.append(entry)
                 self._queued += 1
+                self._members += 1
                 if self._smallest is not None:
                     self._smallest = min(self._smallest, entry.demand.gpus)
         self.changed = True
@@ -539,14 +528,14 @@ class SlurmRun:
             self._settled_at = (self._queued, all(e.fixed is not None for e in self.queue))
         return self._settled_at[1]
 
-    def _same_queue(self, at: tuple[int, float, object], now: float) -> bool:
-        """Whether what was built at `at` (its `_queued` count and time) still holds at `now`."""
-        return at[0] == self._queued and (at[1] == now or self._settled())
+    def _same_queue(self, queued: int, at: float, now: float) -> bool:
+        """Whether what was built at `at` with the queue at its `queued` count still holds at `now`."""
+        return queued == self._queued and (at == now or self._settled())
 
     def ordered(self, now: float) -> list[_Job]:
         """The queue in priority order (ties by job id). The list is shared until the queue moves:
         callers read it, never change it."""
-        if self._same_queue(self._ordered_at, now):
+        if self._same_queue(self._ordered_at[0], self._ordered_at[1], now):
             return self._ordered_at[2]
         queue = self.queue
         keyed = [(-p, e.job.id, e) for p, e in zip(self._priorities(queue, now), queue, strict=True)]
@@ -671,6 +660,7 @@ class SlurmRun:
         if started:
             gone = {e.job.id for e in started}
             self.queue = [e for e in self.queue if e.job.id not in gone]
+            self._members += 1
             self._smallest = None  # `_queued` moved with each `_start`
 
     # --- what the daemon reads ----------------------------------------------------------------------
@@ -678,11 +668,14 @@ class SlurmRun:
         """As the daemon builds it: squeue's jobs (time limits, Slurm's current priorities, no true
         runtimes), free capacity per node, the accounting's history as last read (every
         `history_interval_s`, as the daemon's engine reads sshare and sacct), and no origin."""
-        if not self._same_queue(self._pending_at, now):
-            arrived = sorted(self.queue, key=_ARRIVAL)
-            views = [e.shown_at(p) for e, p in zip(arrived, self._priorities(arrived, now), strict=True)]
-            self._pending_at = (self._queued, now, tuple(views))
-        pending = self._pending_at[2]  # one tuple while the queue holds: `core/quiet` signs it once
+        queue = self._shown
+        if queue.members != self._members:  # one tuple of jobs while the queue's members hold
+            queue.members, queue.arrived = self._members, sorted(self.queue, key=_ARRIVAL)
+            queue.jobs = tuple(e.shown for e in queue.arrived)
+            queue.ids = tuple(e.job.id for e in queue.arrived)
+        if not self._same_queue(queue.queued, queue.at, now):  # one mapping while the priorities hold
+            queue.priorities = dict(zip(queue.ids, self._priorities(queue.arrived, now), strict=True))
+            queue.queued, queue.at = self._queued, now
         if self._shown_running[0] != self._version:  # the running set is shown as it was last time
             shown = (RunningJob(e.shown, e.start, e.alloc) for e in self.running.values())
             self._shown_running = (self._version, tuple(sorted(shown, key=lambda r: (r.start, r.job.id))))
@@ -696,9 +689,10 @@ class SlurmRun:
             free_gpus=tuple(self.free.gpus),
             free_cpus=tuple(self.free.cpus),
             free_mem_mb=tuple(self.free.mem),
-            pending=pending,
+            pending=queue.jobs,
             running=running,
             history=self._shown_history,
+            priorities=queue.priorities,
         )
 
     def waited(self, now: float, weight: Callable[[Job], float]) -> float:

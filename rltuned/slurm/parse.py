@@ -49,7 +49,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -208,6 +208,8 @@ class JobTable:
     running: tuple[RunningJob, ...]
     info: Mapping[int, SlurmJobInfo]
     report: ParseReport
+    priorities: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+    """squeue's priority of each managed pending job that shows one (`ClusterSnapshot.priorities`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +274,7 @@ def read_view(
         free_mem_mb=nodes.free_mem_mb,
         pending=jobs.pending,
         running=jobs.running,
+        priorities=jobs.priorities,
     )
     report = replace(
         jobs.report,
@@ -352,6 +355,7 @@ def parse_jobs(
     pending: list[Job] = []
     running: list[RunningJob] = []
     info: dict[int, SlurmJobInfo] = {}
+    priorities: dict[int, int] = {}
     for position, raw in enumerate(doc.jobs):
         try:
             record = SlurmJob.model_validate(raw)
@@ -363,6 +367,8 @@ def parse_jobs(
                 else:
                     info[job.id] = _info(record)  # may raise: before the job is kept
                     pending.append(job)
+                    if record.priority is not None:
+                        priorities[job.id] = record.priority
             elif kind == "running":
                 held = _running(record, index, cluster)
                 if held is None:
@@ -395,7 +401,9 @@ def parse_jobs(
         skipped_malformed=counts["skipped_malformed"],
         problems=tuple(problems[:MAX_PROBLEMS]),
     )
-    return JobTable(tuple(pending), tuple(running), MappingProxyType(info), report)
+    return JobTable(
+        tuple(pending), tuple(running), MappingProxyType(info), report, MappingProxyType(priorities)
+    )
 
 
 def parse_scontrol_nodes(text: str) -> dict[str, ScontrolNode]:
@@ -587,7 +595,6 @@ def _job(record: SlurmJob, gpus: GpuRequest, slots: str) -> Job:
         gpu_type=gpus.gpu_type,
         cpus=cpus,
         mem_mb=_memory_mb(record, cpus, gpus.gpus) if slots == "gpus" else 0,
-        priority=record.priority,
         nodes=_node_count(record) if slots == "gpus" else 0,
     )
 

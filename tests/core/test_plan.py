@@ -129,7 +129,9 @@ def test_the_ledger_holds_what_a_plain_map_of_changes_holds(ops: list[tuple[obje
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["same", "same", "shuffle", "fewer"]), st.booleans(), st.integers(0, 2**16)
+            st.sampled_from(["same", "same", "shuffle", "fewer", "shown"]),
+            st.booleans(),
+            st.integers(0, 2**16),
         ),
         min_size=1,
         max_size=12,
@@ -137,8 +139,10 @@ def test_the_ledger_holds_what_a_plain_map_of_changes_holds(ops: list[tuple[obje
     st.sampled_from(["priority", "site_factor"]),
 )
 def test_a_kept_plan_is_the_plan_made_afresh(ticks: list[tuple[str, bool, int]], kind: str) -> None:
-    """`make_plan` keeps the last tick's writes for an unchanged order and ledger; over ticks that keep
-    the order, reorder it, lose jobs, and apply their writes or not, each plan is what a fresh one is."""
+    """`make_plan` keeps the last tick's writes for an unchanged order, ledger and priorities shown;
+    over ticks that keep the order, reorder it, lose jobs, show another priority for the same job
+    objects (someone else's `scontrol update`), and apply their writes or not, each plan is what a
+    fresh one is."""
     import random
 
     from rltuned.core.placement import Placements
@@ -152,25 +156,27 @@ def test_a_kept_plan_is_the_plan_made_afresh(ticks: list[tuple[str, bool, int]],
     ledger = Written()
     jobs = [Job(i, float(i), 1, runtime=60.0, time_limit=60.0) for i in range(8)]
     none = Placements({}, "off")
+    shown: dict[int, int] = {}
     for change, apply, seed in ticks:
         rng = random.Random(seed)
         if change == "shuffle":
             rng.shuffle(jobs)
         elif change == "fewer" and len(jobs) > 1:
             jobs.pop(rng.randrange(len(jobs)))
+        elif change == "shown":
+            shown = {**shown, rng.choice(jobs).id: rng.randrange(1, 10**6)}
         ranking = Ranking(tuple(jobs), tuple(jobs), {}, "base", lambda: None)  # type: ignore[arg-type,return-value]
-        kept = make_plan(ranking, none, {}, ledger, spec, lever)
+        kept = make_plan(ranking, shown, none, {}, ledger, spec, lever)
         forget_plan()
-        fresh = make_plan(ranking, none, {}, ledger, spec, lever)
+        fresh = make_plan(ranking, shown, none, {}, ledger, spec, lever)
         assert (kept.actions, kept.capped) == (fresh.actions, fresh.capped)
         assert kept.jobs == fresh.jobs
-        kept = make_plan(ranking, none, {}, ledger, spec, lever)  # the memo's own path, for the next tick
+        kept = make_plan(ranking, shown, none, {}, ledger, spec, lever)  # the memo's path, for the next tick
         if apply:  # Slurm accepted the writes: the ledger records them, squeue shows them
-            written = {a.job_id: a.value for a in kept.actions}
             for action in kept.actions:
                 ledger.record_applied(action)
             if kind == "priority":
-                jobs = [dataclasses.replace(j, priority=written.get(j.id, j.priority)) for j in jobs]
+                shown = {**shown, **{a.job_id: int(a.value) for a in kept.actions}}
 
 
 def _patience(points: list[tuple[int, int]], values: list[int]) -> list[tuple[int, int]]:

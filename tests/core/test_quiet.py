@@ -13,15 +13,23 @@ from rltuned.policies import make_policy
 from tests.builders import cluster
 
 SPEC = cluster(("P100", 4, 2))
-JOBS = (Job(1, 0.0, 2, time_limit=600.0, priority=900), Job(2, 10.0, 1, time_limit=60.0, priority=800))
+JOBS = (Job(1, 0.0, 2, time_limit=600.0), Job(2, 10.0, 1, time_limit=60.0))
+SHOWN = {1: 900, 2: 800}
+"""The priorities squeue shows for JOBS."""
 RUNNING = (RunningJob(Job(9, 0.0, 2, time_limit=3600.0), 500.0, (Slice(0, 2, 8, 16384),)),)
 
 
 def snapshot(
-    now: float, pending: tuple[Job, ...], running: tuple[RunningJob, ...] = RUNNING
+    now: float,
+    pending: tuple[Job, ...],
+    running: tuple[RunningJob, ...] = RUNNING,
+    shown: dict[int, int] | None = None,
 ) -> ClusterSnapshot:
     free = 4 - sum(piece.gpus for r in running for piece in r.allocation if piece.node == 0)
-    return ClusterSnapshot(now, SPEC, (free, 4), (32, 32), (100_000, 100_000), pending, running)
+    priorities = SHOWN if shown is None else shown
+    return ClusterSnapshot(
+        now, SPEC, (free, 4), (32, 32), (100_000, 100_000), pending, running, priorities=priorities
+    )
 
 
 def ledger(last: LastDecision | None, owned: dict[int, int]) -> Written:
@@ -53,18 +61,19 @@ def test_a_tick_is_quiet_only_when_nothing_changed_before_its_time() -> None:
 
 def test_priorities_slurm_ages_are_no_change_but_one_someone_else_changed_is() -> None:
     last = settled_at(snapshot(1000.0, JOBS))
-    aged = tuple(replace(j, priority=(j.priority or 0) + 7) for j in JOBS)
+    aged = {job_id: value + 7 for job_id, value in SHOWN.items()}
     # multifactor's age moves priorities we do not own
-    assert not due(snapshot(1060.0, aged), 600.0, ledger(last, {}))
+    assert not due(snapshot(1060.0, JOBS, shown=aged), 600.0, ledger(last, {}))
     ours = {1: 900, 2: 800}
     assert not due(snapshot(1060.0, JOBS), 600.0, ledger(last, ours))
-    topped = (JOBS[0], replace(JOBS[1], priority=950))  # an admin's `scontrol top 2`
-    assert due(snapshot(1060.0, topped), 600.0, ledger(last, ours))
+    topped = {1: 900, 2: 950}  # an admin's `scontrol top 2`
+    assert due(snapshot(1060.0, JOBS, shown=topped), 600.0, ledger(last, ours))
 
 
 def test_the_same_pending_jobs_are_checked_again_once_the_ledger_or_the_queue_changes() -> None:
-    """The simulator hands over one pending tuple while its queue holds, and `due` skips a second look
-    at it: a ledger that changed since, or an equal queue in a new tuple, is looked at again."""
+    """The simulator hands over one pending tuple and one mapping of priorities while they hold, and
+    `due` skips a second look at them: a ledger that changed since, or new priorities for the same
+    jobs, are looked at again."""
     last = settled_at(snapshot(1000.0, JOBS))
     written = ledger(last, {1: 900, 2: 800})
     quiet = snapshot(1060.0, JOBS)
@@ -74,8 +83,8 @@ def test_the_same_pending_jobs_are_checked_again_once_the_ledger_or_the_queue_ch
     assert due(replace(quiet, now=1180.0), 600.0, written)
     written.record(2, priority=800)
     assert not due(replace(quiet, now=1240.0), 600.0, written)
-    topped = (JOBS[0], replace(JOBS[1], priority=950))
-    assert due(snapshot(1300.0, topped), 600.0, written)  # someone else's write, in a new tuple
+    # someone else's write: the same jobs (one tuple), a new mapping of what Slurm shows
+    assert due(replace(quiet, now=1300.0, priorities={1: 900, 2: 950}), 600.0, written)
     assert signature(replace(quiet, now=1360.0)) == last.signature
     assert signature(replace(quiet, now=1360.0))[0] is signature(quiet)[0]  # one object: cheap to compare
 

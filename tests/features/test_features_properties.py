@@ -118,7 +118,8 @@ def successive(draw: st.DrawFn) -> tuple[ClusterSnapshot, ClusterSnapshot]:
     elif change == "rebuilt":
         pending = tuple(dataclasses.replace(j) for j in pending)
     elif change == "priority":  # the daemon's writes, as Slurm shows them on the next tick
-        pending = tuple(dataclasses.replace(j, priority=draw(st.integers(1, 10**6))) for j in pending)
+        shown = {j.id: draw(st.integers(1, 10**6)) for j in pending}
+        return first, dataclasses.replace(first, now=later, pending=pending, priorities=shown)
     elif change == "edited" and pending:  # an admin's `scontrol update TimeLimit=` on one job
         limit = pending[0].time_limit or 60.0
         pending = (dataclasses.replace(pending[0], time_limit=2 * limit), *pending[1:])

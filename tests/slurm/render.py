@@ -88,19 +88,20 @@ def render_squeue(snapshot: ClusterSnapshot, *, cores: bool = False) -> dict[str
     sample = json.loads((FIXTURES / "squeue.json").read_text())
     pending_template = next(j for j in sample["jobs"] if j["job_state"] == "PENDING")
     running_template = next(j for j in sample["jobs"] if j["job_state"] == "RUNNING")
+    shown = snapshot.priorities
     if cores:
-        jobs = [_cpu_job(pending_template, job) for job in snapshot.pending]
+        jobs = [_cpu_job(pending_template, job, shown.get(job.id)) for job in snapshot.pending]
         jobs += [_cpu_running(running_template, r, snapshot.cluster.nodes) for r in snapshot.running]
         return {"meta": sample["meta"], "errors": [], "jobs": jobs}
-    jobs = [_pending(pending_template, job) for job in snapshot.pending]
+    jobs = [_pending(pending_template, job, shown.get(job.id)) for job in snapshot.pending]
     gpu_index = [0] * len(snapshot.cluster.nodes)  # next free GPU index per node, for IDX:
     jobs += [_running(running_template, r, snapshot.cluster.nodes, gpu_index) for r in snapshot.running]
     return {"meta": sample["meta"], "errors": [], "jobs": jobs}
 
 
-def _cpu_job(template: dict[str, Any], job: Job) -> dict[str, Any]:
+def _cpu_job(template: dict[str, Any], job: Job, priority: int | None = None) -> dict[str, Any]:
     """`sbatch -n <slots>`: CPUs only, no memory asked."""
-    record = _common(template, job)
+    record = _common(template, job, priority)
     record.update(cpus=job.gpus, tasks=job.gpus, node_count=1, job_state="PENDING", state_reason="Priority")
     record.update(nodes="", gres_detail=[], memory_per_cpu=1000)
     return record
@@ -122,7 +123,7 @@ def _cpu_running(template: dict[str, Any], running: RunningJob, nodes: tuple[Nod
     return record
 
 
-def _common(template: dict[str, Any], job: Job) -> dict[str, Any]:
+def _common(template: dict[str, Any], job: Job, priority: int | None) -> dict[str, Any]:
     record = copy.deepcopy(template)
     submit = round(job.submit)
     limit = None if job.time_limit is None else math.ceil(job.time_limit / 60 - 1e-9)
@@ -134,7 +135,7 @@ def _common(template: dict[str, Any], job: Job) -> dict[str, Any]:
         account=job.account,
         partition=job.partition,
         qos=job.qos,
-        priority=job.priority,
+        priority=priority,
         nice=None,
         submit_time=submit,
         eligible_time=submit,
@@ -153,8 +154,8 @@ def _common(template: dict[str, Any], job: Job) -> dict[str, Any]:
     return record
 
 
-def _pending(template: dict[str, Any], job: Job) -> dict[str, Any]:
-    record = _common(template, job)
+def _pending(template: dict[str, Any], job: Job, priority: int | None) -> dict[str, Any]:
+    record = _common(template, job, priority)
     count = max(1, job.nodes)
     if job.nodes >= 1:  # `-N k --gres=gpu:G`: per node
         assert job.gpus % job.nodes == 0 and job.mem_mb % job.nodes == 0, "a per-node request splits evenly"
@@ -170,7 +171,7 @@ def _running(
     template: dict[str, Any], running: RunningJob, nodes: tuple[Node, ...], gpu_index: list[int]
 ) -> dict[str, Any]:
     job = running.job
-    record = _common(template, job)
+    record = _common(template, job, None)
     names = [nodes[s.node].name for s in running.allocation]
     detail = []
     for s in running.allocation:

@@ -43,18 +43,22 @@ def test_time_limit_minutes_plain_or_set_infinite_number(time_limit: Any, second
 
 
 def test_later_version_shapes_are_accepted() -> None:
-    job, report = one(
-        pending_variant(
-            job_state=["PENDING"],
-            priority={"set": True, "infinite": False, "number": 4242},
-            submit_time={"set": True, "infinite": False, "number": 1_795_303_000},
-            nice=-5,  # later versions print the signed value
-            memory_per_node={"set": True, "infinite": False, "number": 4096},
-            tres_per_node="gres/gpu:a100=2",
-            reservation="",
-        )
+    table = parse_jobs(
+        queue_of(
+            pending_variant(
+                job_state=["PENDING"],
+                priority={"set": True, "infinite": False, "number": 4242},
+                submit_time={"set": True, "infinite": False, "number": 1_795_303_000},
+                nice=-5,  # later versions print the signed value
+                memory_per_node={"set": True, "infinite": False, "number": 4096},
+                tres_per_node="gres/gpu:a100=2",
+                reservation="",
+            )
+        ),
+        CLUSTER,
     )
-    assert (job.priority, job.submit, job.gpus, job.gpu_type, job.mem_mb) == (
+    job, report = table.pending[0], table.report
+    assert (table.priorities[job.id], job.submit, job.gpus, job.gpu_type, job.mem_mb) == (
         4242,
         1_795_303_000.0,
         2,

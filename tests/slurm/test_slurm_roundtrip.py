@@ -40,6 +40,7 @@ def assert_round_trip(
     assert got.free_mem_mb == tuple(snap.free_mem_mb[i] for i in order)
     want = sorted((expected_job(j) for j in snap.pending), key=lambda j: (j.submit, j.id))
     assert got.pending == tuple(want)
+    assert got.priorities == snap.priorities  # squeue's priority of each pending job that shows one
     assert report.pending == len(snap.pending)
     assert report.skipped_malformed == report.nodes_malformed == 0
     _assert_running(snap, got)
@@ -114,8 +115,9 @@ def test_round_trip_with_a_down_node() -> None:
         (8, 0, 3),
         (32, 0, 12),
         (65_536, 0, 24_576),
-        (job(9, 1.5, 8, 100.0, gpu_type="A100", priority=7, nodes=1),),
+        (job(9, 1.5, 8, 100.0, gpu_type="A100", nodes=1),),
         (),
+        priorities={9: 7},
     )
     _, report = assert_round_trip(snap, down=("a100-1",))
     assert report.nodes_unavailable == 1
@@ -148,6 +150,7 @@ def snapshots(draw: st.DrawFn) -> ClusterSnapshot:
     free_m = tuple(draw(st.integers(0, n.mem_mb)) for n in spec.nodes)
     types = [None, *(s[0] for s in shapes if s[0] != "gpu")]
     pending = []
+    shown: dict[int, int] = {}
     for jid in range(1, draw(st.integers(0, 6)) + 1):
         limit = draw(st.one_of(st.none(), st.floats(1.0, 1e6)))
         pending.append(
@@ -159,12 +162,14 @@ def snapshots(draw: st.DrawFn) -> ClusterSnapshot:
                 gpu_type=draw(st.sampled_from(types)),
                 cpus=draw(st.integers(0, 32)),
                 mem_mb=draw(st.integers(0, 100_000)),
-                priority=draw(st.one_of(st.none(), st.integers(1, 10**6))),
                 user=draw(st.sampled_from(["", "ann", "bob"])),
                 nodes=draw(st.sampled_from([0, 1])),
             )
         )
-    return ClusterSnapshot(NOW, spec, free_g, free_c, free_m, tuple(pending), ())
+        priority = draw(st.one_of(st.none(), st.integers(1, 10**6)))
+        if priority is not None:
+            shown[jid * 7] = priority
+    return ClusterSnapshot(NOW, spec, free_g, free_c, free_m, tuple(pending), (), priorities=shown)
 
 
 @settings(max_examples=60, deadline=None)
@@ -176,9 +181,7 @@ def test_round_trip_generated(snap: ClusterSnapshot) -> None:
 def _mixed_snapshot() -> ClusterSnapshot:
     spec = cluster(("V100", 4, 2), ("K80", 2, 2))  # v100-0, v100-1, k80-2, k80-3; 4 CPUs and 8 GiB per GPU
     pending = (
-        job(
-            10, 100.4, 2, 600.0, gpu_type="V100", user="ann", account="a", priority=1500, name="two", nodes=1
-        ),
+        job(10, 100.4, 2, 600.0, gpu_type="V100", user="ann", account="a", name="two", nodes=1),
         job(11, 99.6, 1, 90.0, cpus=2, mem_mb=4096),  # untyped; 90 s limit shows as 2 minutes
         job(12, 101.0, 8, 3600.0, gpu_type="V100", cpus=8, mem_mb=65_536, nodes=2),  # two V100 nodes
         job(13, 102.0, 6, 3600.0, gpu_type="V100", cpus=3),  # --gpus=V100:6
@@ -203,4 +206,5 @@ def _mixed_snapshot() -> ClusterSnapshot:
         free_mem_mb=(16_384, 32_768, 16_384, 16_384),
         pending=pending,
         running=running,
+        priorities={10: 1500},
     )

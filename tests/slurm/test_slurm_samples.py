@@ -46,7 +46,8 @@ def test_snapshot_from_the_samples() -> None:
 
 def test_pending_jobs_with_their_gres() -> None:
     snap, _ = snapshot_from_slurm(samples.squeue(), samples.sinfo(), NOW)
-    got = {j.id: (j.gpus, j.gpu_type, j.time_limit, j.priority, j.user, j.nodes) for j in snap.pending}
+    shown = snap.priorities
+    got = {j.id: (j.gpus, j.gpu_type, j.time_limit, shown[j.id], j.user, j.nodes) for j in snap.pending}
     assert got == {
         5: (2, "p100", 300.0, 1000, "bob", 1),  # gres:gpu:p100:2 (per node, one node), 5 minutes
         6: (2, "p100", 300.0, 5000, "bob", 1),  # admin priority 5000
@@ -67,7 +68,6 @@ def test_pending_jobs_with_their_gres() -> None:
         gpu_type="p100",
         cpus=1,
         mem_mb=0,  # memory_per_node and memory_per_cpu are null: not requested
-        priority=1000,
         nodes=1,
     )
 
@@ -125,7 +125,7 @@ def test_json_agrees_with_the_text_forms() -> None:
             assert job_id in {r.job.id for r in snap.running}
             continue
         job = pending[job_id]
-        assert job.priority == int(row["PRIORITY"])
+        assert snap.priorities[job.id] == int(row["PRIORITY"])
         minutes, seconds = row["TIME_LIMIT"].split(":")
         assert job.time_limit == int(minutes) * 60 + int(seconds)
         if row["TRES_PER_NODE"] != "N/A":
