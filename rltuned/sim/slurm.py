@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter, itemgetter
+from types import MappingProxyType
 
 import numpy as np
 import numpy.typing as npt
@@ -207,7 +208,7 @@ class _ShownQueue:
     """The queue in arrival order (squeue's)."""
     jobs: tuple[Job, ...] = ()
     ids: tuple[int, ...] = ()
-    priorities: Mapping[int, int] = field(default_factory=dict)
+    priorities: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
     queued: int = -1
     at: float = -INF
     """The `_queued` count and time the priorities were built at."""
@@ -674,7 +675,8 @@ class SlurmRun:
             queue.jobs = tuple(e.shown for e in queue.arrived)
             queue.ids = tuple(e.job.id for e in queue.arrived)
         if not self._same_queue(queue.queued, queue.at, now):  # one mapping while the priorities hold
-            queue.priorities = dict(zip(queue.ids, self._priorities(queue.arrived, now), strict=True))
+            values = dict(zip(queue.ids, self._priorities(queue.arrived, now), strict=True))
+            queue.priorities = MappingProxyType(values)  # read-only: the snapshots until then share it
             queue.queued, queue.at = self._queued, now
         if self._shown_running[0] != self._version:  # the running set is shown as it was last time
             shown = (RunningJob(e.shown, e.start, e.alloc) for e in self.running.values())
