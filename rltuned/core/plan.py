@@ -314,10 +314,9 @@ _last_plan: _LastPlan | None = None
 def _targets(order: Sequence[Job], shown: Mapping[int, int], ledger: Written, lever: Lever) -> dict[int, int]:
     """Each job's value of the lever in plan order."""
     if lever.kind == "priority":
-        ids = [j.id for j in order]
         return priority_targets(
-            ids,
-            {i: p for i in ids if (p := shown.get(i)) is not None},
+            [j.id for j in order],
+            shown,
             ledger.owned_priorities(),
             lever.priority_min,
             lever.priority_max,
