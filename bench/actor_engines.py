@@ -8,8 +8,9 @@ compiled kernel serving, and at every decision also runs the TorchScript module 
 Prints, per model: decisions, the largest score difference, and on how many decisions the two
 rankings of the real rows (argsort, stable, as `core/ranking.rank_jobs` takes it) differ, and where
 they do, the score gap between the swapped rows; the time of each engine on the same states, back to
-back (warm caches: the loop's own figure is bench/tick_parts.py's); the validation score (the
-model's metric) of each window served by each engine, with the number of windows they differ on; and
+back (warm caches: the loop's own figure is bench/tick_parts.py's); the mean validation score (the
+model's metric) under each engine, the number of windows they score differently and the largest
+per-window difference; and
 the wall time of the model's validation run by each engine (TorchScript first, then the kernel again,
 which must score as it did the first time).
 """

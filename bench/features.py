@@ -7,12 +7,13 @@ their GPUs by jobs placed with the greedy pack placer (so the allocations are on
 make), and `--pending` queued jobs: mostly 1-8 GPUs with some multi-node ones, a third pinned to a GPU
 model, a quarter with explicit CPUs and memory, estimates log-uniform from 1 minute to 3 days, submitted
 over the last day. Target: p50 and p95 <= 2 ms per encode (256 visible jobs) on a 2-core machine.
-Every encode is timed whole (ranking included), wall clock, after 20 warm-up encodes: first the same
-snapshot over and over under three base policies, each encode afresh (the last tick's kept order and
-table dropped first, untimed), then 50 different snapshots in turn (new queues, new free capacity),
-then the next ticks of one queue (the same jobs and free capacity 60 s later each time: the kept order
-and table serve, and only the age columns are computed), plus the very first encode (cold caches:
-pools and job shapes built).
+Every encode is timed whole (ranking included), wall clock, after warm-up encodes (one for the
+same-snapshot runs, 20 for the 50 snapshots and the next ticks): first the same snapshot over and over
+under three base policies, each encode afresh (the last tick's kept order and table dropped first,
+untimed), then 50 different snapshots in turn (new queues, new free capacity), then the next ticks of
+one queue (the same jobs and free capacity 60 s later each time: the kept order and table serve, and
+only the age columns are computed), plus the very first encode (cold caches: pools and job shapes
+built).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Usage: python bench/paper_digest.py [--windows 2]
 `bench/schedule_digest.py` covers the daemon's loop; this covers `Simulator.run` and the choosing
 `Episode`. Runs 1,024-job windows (window seed 0) after a 512-job warm-up of NASA iPSC (`swf-128`,
 exact runtimes), wagap (`wagap-slice`), HPC2N (`hpc2n`), Philly (`philly-slice` and `philly`) and
-ITP (`itp-slice`), with `qssf-noise` limits on the GPU traces, under FCFS, SJF, multifactor, SAF,
+ITP (`itp-slice`), with `qssf-noise` limits on every trace but NASA, under FCFS, SJF, multifactor, SAF,
 WFP3, UNICEP, QSSF and PSJF with pack and spread placement, a backfill depth of 20, no backfilling
 and full passes (`incremental=False`), FCFS with `--placement milp` on Philly and ITP, and one
 choosing episode per window with seeded random choices. Each line prints a SHA-256 over every job's

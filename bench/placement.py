@@ -1,6 +1,6 @@
 """MILP placement latency: K = 8 ranked jobs (+ 8 lookahead) on a 64-node heterogeneous cluster.
 
-Usage: python bench/placement.py [--instances 300]
+Usage: python bench/placement.py [--instances 300] [--cvxpy-instances 30]
 
 Instances: 64 nodes (24 x 8-GPU P40, 24 x 4-GPU V100, 16 x 2-GPU P100), each node busy at a random level,
 and 16 jobs whose GPU counts are drawn from the bundled Philly trace's distribution (seed 0). Timed per

@@ -1,7 +1,9 @@
 """The daemon's loop in the simulator: how fast Slurm's schedulers plus a decision per tick run.
 
-Usage: python bench/ticks.py [--trace philly|itp] [--windows 3] [--loops base,model,train_base,train_model]
-       [--refresh-s S] [--repeat N]
+Usage: python bench/ticks.py [--trace philly|itp] [--windows 3] [--loops LIST] [--refresh-s S] [--repeat N]
+       [--rounds N]
+       (`--loops` default: paper_easy,paper_milp,base,model,train_base,train_model,alone,train_alone;
+       also model_ts, train_model_ts)
 
 Measures, on this machine, 1,024-job windows (window seed 0) after a 512-job warm-up (the setting the
 models train and are evaluated in) on the trace's slice preset (`philly-slice`, `itp-slice`), FCFS base,
@@ -23,8 +25,8 @@ Jobs/s counts warm-up and measured jobs; ticks are the daemon's ticks, decisions
 quiet (with `--refresh-s`, core/quiet.py; otherwise every tick decides). With `--repeat N` each
 window runs N times and its fastest run counts: this machine's runs of the same code differ by up to
 a third, and noise only ever adds time. With `--rounds N` the whole list of loops runs N times,
-alternating, and each loop reports every round (`rounds`) and the median. Each window starts after
-`settle()` (collect, then freeze what is alive). Trace loading is excluded;
+alternating, and each loop reports every round (`rounds_ticks_per_s`, `rounds_jobs_per_s`) and the
+median. Each window starts after `settle()` (collect, then freeze what is alive). Trace loading is excluded;
 wall clock (perf_counter). Works against older commits too (PYTHONPATH=<worktree>): it uses only the
 tick loop's public API.
 """

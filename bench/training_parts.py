@@ -1,7 +1,7 @@
 """Where a training episode spends its time, and the two parts that scale with how much of the queue a
 sampled ranking moves (the plan and the backfill pass's starting profile), timed on their own.
 
-Usage: python bench/training_parts.py [--trace philly|itp] [--seeds 1000,1001] [--repeat 5] [--plain 3]
+Usage: python bench/training_parts.py [--trace philly|itp] [--seeds 1000,1001] [--repeat 5] [--plain 0]
        PYTHONPATH=<worktree of an older commit> python bench/training_parts.py   # the reference
 
 Runs the shipped Philly recipe's environment (the daemon's loop, `philly-slice`, or `itp-slice` with
@@ -12,8 +12,9 @@ thread, no settle between runs:
 - the episodes of `--seeds`, each part timed by a wrapper (parts nest: `make_plan` is inside
   `decide_ranked`, the Slurm model's passes inside `advance`); this machine's runs of one commit differ
   by up to 40%, so these shares say where time goes, not whether a change helped;
-- `make_plan` alone on every plan of the first episode (its inputs captured as it ran, the ledger
-  copied), and `Profile` (a backfill pass's starting profile) alone on the first 4,000 built in it: the
+- `make_plan` alone on the run's first 4,000 plans with a non-empty ranking, across `--seeds` (its
+  inputs captured as it ran, the ledger copied), and `Profile` (a backfill pass's starting profile)
+  alone on the first 4,000 built: the
   fastest of `--repeat` rounds of each, in one process; run at two commits back to back, their ratio is
   the change. A hash of every captured plan's actions and of every profile's rows (`digest`) shows the
   two commits computed the same thing; `plans_digest` hashes the plans alone, for commits that skip

@@ -1,14 +1,14 @@
 """Validation only: does a tighter starvation guard keep a model's gain and cut its worst windows?
 
-Usage: python scripts/guard_validation.py MODEL_DIR
+Usage: python scripts/guard_validation.py MODEL_DIR [--only PREFIXES]
 
 The model's own validation (its manifest's windows, warm-up and estimate draws) is run by the base
-policy and by the model under several guard settings (core/guard.py): the default, tighter bounds on
-displacement and on waiting, and none. The guard acts only on jobs the ranking pushed below their base
-rank, so the base side is the same under every setting. Prints each setting's mean bounded slowdown,
-per-window gap over the base, wins and losses, its worst window against the base's, the mean
-p99 wait and the longest wait, and how many jobs the guard promoted. Two processes.
-Never the test split.
+policy and by the model under several guard settings (core/guard.py): the default, the default sending
+jobs back to their base rank, tighter bounds on displacement and on waiting, and none. The guard acts
+only on jobs the ranking pushed below their base rank, so the base side is the same under every setting.
+Prints each setting's mean bounded slowdown, per-window gap over the base, wins and losses, its worst
+window against the base's, the mean p99 wait and the longest wait, and how many jobs the guard promoted.
+Two processes. Never the test split.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """Validation only: does a planner that looks ahead beat the best single order? Room beyond per-job orders.
 
 Usage: python scripts/lookahead_headroom.py MODEL_DIR [--draws 3] [--workers 2] [--windows N]
-       [--orders "sjf;saf;loglinear:b=-0.5,c=0,w0=60"]
+       [--orders "sjf;saf;loglinear:b=-0.5,c=0,w0=60"] [--exact] [--forecast-h 0]
 
 Every order the actor can serve is a per-job order over the state it sees (docs/training.md, "How far a
 per-job order goes"); a grid over such orders and PPO both ended within a few percent of the best
 heuristic. This asks whether a policy that is not a fixed per-job order does better, with nothing a
 daemon could not know: at every tick whose queue changed, the planner simulates each of `--orders` from
 the snapshot (running jobs hold their nodes for the rest of their time limits, pending jobs queue in the
-order, EASY backfilling on time limits taken as runtimes, no future arrivals) and serves this tick the
+order, EASY backfilling on time limits taken as runtimes, no future arrivals unless `--forecast-h H`
+replays the last H hours' arrivals) and serves this tick the
 order whose simulated mean bounded slowdown of the pending jobs (with the wait they have already had) is
 lowest; ties keep the first order listed. It runs in the model's own loop settings (the daemon's loop,
 no model) on the model's validation windows, `--draws` draws of the limit noise numbered as the trainer

@@ -1,7 +1,7 @@
 """Training and validation only: do finished peers' runtimes beat the time limit as an order's input?
 
 Usage: python scripts/peer_headroom.py [--trace philly] [--cluster philly-slice] [--split validation]
-       [--draws 10] [--orders sjf,saf,psjf,psaf] [--window 1024] [--warmup 512]
+       [--draws 10] [--orders sjf,saf,psjf,psaf] [--window 1024] [--warmup 512] [--estimates qssf-noise]
 
 Runs each order as the daemon's base (training config, no model) on the split's disjoint windows over
 `--draws` draws of the estimate noise, and prints the mean bounded slowdown, wait and p99 wait, and each

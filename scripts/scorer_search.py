@@ -1,7 +1,8 @@
 """How far can a one-line per-job order go? A grid over a log-linear family, searched on training windows.
 
 Usage: python scripts/scorer_search.py [--trace philly] [--cluster philly-slice] [--train-windows 16]
-       [--train-draws 1] [--reference sjf] [--top 6] [--draws 3]
+       [--train-draws 1] [--reference sjf] [--top 6] [--draws 3] [--workers 2] [--sizes -0.5,0,0.5,1]
+       [--ages 0.25,0.5,1,2] [--offsets 600,3600]
 
 The actor scores each job alone (shared weights over its features), so what it can learn is a per-job
 order. The family `log(limit) + b * log(GPUs) - c * log(wait + w0)` (policies/loglinear.py), lower
