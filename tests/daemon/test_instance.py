@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rltuned.daemon import ctl
+from rltuned.daemon.control import request
 from rltuned.daemon.instance import InstanceBusy, InstanceLock
 from rltuned.daemon.service import run_once
 from tests.daemon.test_service import service
@@ -47,11 +48,16 @@ def test_a_second_daemon_stops_before_touching_the_first_ones_socket(tmp_path: P
     first = service(tmp_path)
     first.start()
     try:
+        sock = tmp_path / "ctl.sock"
+        before = sock.stat().st_ino
         second = service(tmp_path)
         with pytest.raises(InstanceBusy):
             second.start()
-        assert (tmp_path / "ctl.sock").exists() and first.control is not None
-        assert first.handle({"command": "status"})["ok"]
+        assert first.control is not None
+        # The first daemon's own socket file, still answering through it: a second daemon that bound
+        # the path before the lock refused it would have replaced the file (a new inode).
+        assert sock.stat().st_ino == before
+        assert request(sock, {"command": "status"}, timeout_s=10.0)["ok"]
     finally:
         first.control.stop()  # type: ignore[union-attr]
         first.instance.release()  # type: ignore[union-attr]

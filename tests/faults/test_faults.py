@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rltuned.daemon.control import request
 from rltuned.rl.export import export_actor
 from tests.faults.harness import (
     MODEL,
@@ -293,13 +294,17 @@ def test_a_second_writer(clean_lab: SlurmLab, tmp_path: Path) -> None:
     proc = start(daemon_argv(path), tmp_path / "daemon.log")
     try:
         wait_for(lambda: _ticks(tmp_path / "daemon.log") >= 1, 120, "a tick")
+        sock = tmp_path / "control.sock"
+        before = sock.stat().st_ino
         once = run_once(path)
         assert once.returncode == 75 and "pid" in once.stderr, once.stderr
         second = subprocess.run(
             daemon_argv(path), capture_output=True, text=True, timeout=120, cwd=REPO, check=False
         )
         assert second.returncode == 75, second.stderr
-        assert (tmp_path / "control.sock").exists()  # the second one did not touch the first's socket
+        # The second one did not touch the first's socket: the same file, still answered by the first.
+        assert sock.stat().st_ino == before
+        assert request(sock, {"command": "status"}, timeout_s=30.0)["ok"]
     finally:
         proc.terminate()
         proc.wait(timeout=60)

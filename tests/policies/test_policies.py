@@ -87,7 +87,8 @@ def test_multifactor_breakdown_sums_to_the_priority() -> None:
     assert terms["age"] == pytest.approx(500.0)
     assert terms["job_size"] == pytest.approx(250.0)
     assert terms["fairshare"] == pytest.approx(1000 * 2 ** (-(0.25 / 0.5)))
-    assert terms["priority"] == pytest.approx(sum(v for k, v in terms.items() if k != "priority"))
+    assert terms["partition"] == 1000.0 and terms["tres_gpu"] == 0.0  # one partition; no GPU TRES weight
+    assert terms["priority"] == pytest.approx(500.0 + 250.0 + 1000 * 2**-0.5 + 1000.0)  # summed by hand
     assert mf.key(j, ctx(3.5 * 86400, a=100.0, b=300.0)) == -terms["priority"]
 
 

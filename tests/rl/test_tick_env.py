@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ from rltuned.clusters import load_cluster
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
 from rltuned.policies.loglinear import LogLinear
+from rltuned.rl.agent import Actor
 from rltuned.rl.evaluate import compare
+from rltuned.rl.export import export_actor, load_model
 from rltuned.rl.tick_env import TickEnv
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.runner import Window
@@ -27,14 +30,24 @@ def philly(n: int, start: int = 20_000) -> list:  # type: ignore[type-arg]
     return list(jobs[start : start + n])
 
 
-def test_with_no_model_both_sides_of_evaluate_are_identical_window_by_window() -> None:
+def test_with_no_model_both_sides_of_evaluate_are_identical_window_by_window(tmp_path: Path) -> None:
+    """Without a model both sides are the daemon on its base alone, as `run_ticks` runs it. An untrained
+    actor (a zero output layer: every slot scores alike, so it ranks in base order) takes the model's
+    branch, deciding every tick through the loaded model, and must give the very same windows."""
     jobs = philly(900)
     windows = [Window(300, 500), Window(500, 700), Window(700, 900)]
-    result = compare(None, jobs, CLUSTER, "sjf", TickSettings(), windows, warmup=200)
+    settings = replace(TickSettings(), base="sjf")
+    result = compare(None, jobs, CLUSTER, "sjf", settings, windows, warmup=200)
     assert len(result.base_metrics) == 3
-    for base, rl in zip(result.base_metrics, result.rl_metrics, strict=True):
+    for window, base, rl in zip(windows, result.base_metrics, result.rl_metrics, strict=True):
         assert base == rl
+        chunk, warm = window.with_warmup(jobs, 200)
+        assert base == compute_metrics(run_ticks(CLUSTER, chunk, warm, settings))
     assert result.base_waits == result.rl_waits
+    untrained = load_model(export_actor(Actor(), tmp_path / "untrained", {"base": "sjf", "seed": 0}))
+    with_model = compare(untrained, jobs, CLUSTER, "sjf", settings, windows, warmup=200)
+    assert with_model.base_metrics == result.base_metrics
+    assert with_model.rl_metrics == result.base_metrics and with_model.rl_waits == result.base_waits
 
 
 def test_an_agent_that_ranks_in_base_order_is_the_base_side() -> None:

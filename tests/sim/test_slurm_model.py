@@ -19,9 +19,10 @@ from rltuned.core.levers import Action
 from rltuned.core.plan import Plan
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates
+from rltuned.policies import make_policy
 from rltuned.policies.multifactor import Multifactor
 from rltuned.sim.runner import Window
-from rltuned.sim.simulator import SimResult
+from rltuned.sim.simulator import SimConfig, SimResult, Simulator
 from rltuned.sim.slurm import SlurmParams, SlurmRun
 from rltuned.sim.ticks import TickSettings, run_ticks
 from rltuned.traces import load_trace
@@ -115,10 +116,13 @@ def test_a_pass_runs_when_only_a_job_spanning_nodes_fits_now() -> None:
 
 
 def test_a_slurm_run_without_backfill_matches_the_event_simulators_fcfs_on_one_node() -> None:
-    """Sanity: FCFS by multifactor with equal sizes and no backfilling is plain FCFS."""
+    """Sanity: FCFS by multifactor with equal sizes and no backfilling is plain FCFS: the same starts
+    as the paper loop's event simulator under FCFS without backfilling."""
     jobs = [job(i, 10.0 * i, 2, 100.0 + 7 * i) for i in range(8)]
     result = SlurmRun(ONE_NODE, jobs, params=SlurmParams(backfill=False)).run()
-    assert [r.start for r in result.records] == sorted(r.start for r in result.records)
+    event = Simulator(ONE_NODE, make_policy("fcfs"), SimConfig(backfill=False)).run(jobs)
+    assert starts(result) == starts(event)
+    assert len(set(starts(result).values())) == len(jobs)  # a queue formed: every job started apart
 
 
 # When the main scheduler first tries a job. Slurm 22.05's submit and update RPCs only ask for a pass;
