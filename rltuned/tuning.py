@@ -33,6 +33,7 @@ from rltuned.rl.splits import disjoint_windows, random_windows, split_range
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.runner import Window
 from rltuned.sim.slurm import SlurmParams, SlurmRun
+from rltuned.sim.slurm_config import max_age_as_kept
 
 WEIGHT_MAX = 10_000
 RELATIVE_LOG10 = (4.0, 9.0)
@@ -118,7 +119,7 @@ def tune(
             weight_job_size=job_size,
             weight_tres_gpu=trial.suggest_int("tres_gpu", 0, WEIGHT_MAX),
             favor_small=trial.suggest_categorical("favor_small", [False, True]),
-            max_age_s=trial.suggest_float("max_age_s", *MAX_AGE_RANGE_S, log=True),
+            max_age_s=max_age_as_kept(trial.suggest_float("max_age_s", *MAX_AGE_RANGE_S, log=True)),
             weight_partition=current.priority.weight_partition,
             size_relative=relative,
         )
@@ -165,8 +166,9 @@ def _as_params(weights: Multifactor) -> dict[str, object]:
 
 
 def slurm_conf_lines(weights: Multifactor) -> list[str]:
-    """The settings as slurm.conf spells them (`sim/slurm_config.params_from_config` reads them back)."""
-    seconds = round(weights.max_age_s)
+    """The settings as slurm.conf spells them (`sim/slurm_config.params_from_config` reads them back);
+    the maximum age in the whole minutes Slurm keeps."""
+    seconds = round(max_age_as_kept(weights.max_age_s))
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)

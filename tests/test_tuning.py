@@ -1,10 +1,12 @@
 """`rltunectl tune`: searched on training, chosen on validation, never worse there than the current
-settings, never reading the test split, and printed as slurm.conf lines Slurm's parser reads back."""
+settings, never reading the test split, and printed as slurm.conf lines Slurm 22.05 reads back
+(tests/policies/test_multifactor_lab.py)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -46,11 +48,16 @@ def test_favor_small_and_the_gpu_tres_weight_as_slurm_sums_them() -> None:
     assert -tres.key(big, ctx) == 400 and tres.explain(big, ctx)["tres_gpu"] == 400
 
 
-def test_the_printed_lines_are_what_slurms_config_parser_reads_back() -> None:
+def test_the_printed_lines_are_what_the_simulators_config_reader_reads_back() -> None:
+    """The lines as `scontrol show config` would print them, read by the reader the simulator and
+    `rltunectl fidelity` use (Slurm itself reads them back in tests/policies/test_multifactor_lab.py)."""
     weights = Multifactor(weight_age=17, weight_fairshare=0, weight_job_size=9999, weight_partition=1000,
                           weight_tres_gpu=250, favor_small=True, max_age_s=3 * 86400 + 3661)  # fmt: skip
     config = dict(line.split("=", 1) for line in tuning.slurm_conf_lines(weights))
-    assert params_from_config(config).priority == weights
+    # Slurm keeps PriorityMaxAge in whole minutes, rounded up: 3 days, 1 hour, 1 min and 1 s is printed
+    # as 3-01:02:00, what Slurm itself would hold (tests/policies/test_multifactor_lab.py reads it back).
+    assert config["PriorityMaxAge"] == "3-01:02:00"
+    assert params_from_config(config).priority == replace(weights, max_age_s=3 * 86400 + 3720)
     relative = Multifactor(weight_age=100, weight_job_size=250_000_000, size_relative=True)
     config = dict(line.split("=", 1) for line in tuning.slurm_conf_lines(relative))
     assert config["PriorityFlags"] == "SMALL_RELATIVE_TO_TIME"

@@ -9,6 +9,7 @@ Parameters `scontrol show config` does not list keep Slurm 22.05's defaults.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -125,6 +126,12 @@ def _number(raw: str, key: str, where: str) -> float:
         return float(raw)
     except ValueError:
         raise ConfigError(f"{where}: {key} = {raw!r} is not a number") from None
+
+
+def max_age_as_kept(seconds: float) -> float:
+    """`PriorityMaxAge` as Slurm 22.05 keeps it: in whole minutes, a part of a minute rounded up
+    (`time_str2mins`; the lab's `scontrol show config` gives 3-01:02:00 back for 3-01:01:01)."""
+    return 60.0 * math.ceil(round(seconds) / 60)
 
 
 def _duration(raw: str, key: str, where: str) -> float:

@@ -4,11 +4,13 @@ what Slurm did (docs/fidelity.md has the figures on larger windows)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from rltuned.daemon.config import load
+from rltuned.fidelity.daemon_log import load_writes
 from rltuned.fidelity.experiment import Experiment, run_on_slurm
 from rltuned.fidelity.submit import Commands
 from rltuned.traces import load_trace
@@ -45,5 +47,9 @@ def test_with_the_daemon_in_enforce_mode(clean_lab: SlurmLab, tmp_path: Path) ->
     f = outcome.fidelity
     assert f.jobs == 30 and f.unsimulated == 0
     assert f.kendall_tau >= 0.8
-    assert "tick" in (tmp_path / "out" / "daemon.log").read_text()
+    log = tmp_path / "out" / "daemon.log"
+    ticks = [line for line in log.read_text().splitlines() if re.search(r'"event": ?"tick"', line)]
+    assert any(re.search(r'"result": ?"ok"', line) for line in ticks)
+    # The daemon wrote to Slurm: its `job_updated` events name jobs of this workload.
+    assert load_writes(log, {str(i): i for i in outcome.slurm_ids}).writes
     assert outcome.logged is not None and outcome.logged.kendall_tau >= 0.8  # its own writes replayed

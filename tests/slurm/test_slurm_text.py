@@ -9,8 +9,9 @@ no array/het/TRES, `(null)` for no reservation, `*` for no sockets), checked aga
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -338,12 +339,19 @@ def test_time_limit_grammar(text: str, minutes: int | str | None) -> None:
     assert limit_minutes(text) == minutes
 
 
-def test_times_in_a_zone_local_or_epoch() -> None:
+def test_times_in_a_zone_local_or_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
     plus2 = timezone(timedelta(hours=2))
     assert epoch_seconds("2026-11-21T23:25:44", UTC) == 1_795_303_544
     assert epoch_seconds("2026-11-21T23:25:44", plus2) == 1_795_303_544 - 7200
-    local = datetime(2026, 11, 21, 23, 25, 44).astimezone()
-    assert epoch_seconds("2026-11-21T23:25:44") == int(local.timestamp())
+    # Without a zone the host's own: on a host in Berlin (UTC+1 in November), not UTC, which CI runs on.
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    try:
+        berlin = epoch_seconds("2026-11-21T23:25:44")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert berlin == 1_795_303_544 - 3600
     assert epoch_seconds("1795303544") == 1_795_303_544  # SLURM_TIME_FORMAT=%s
     for none in ("N/A", "Unknown"):
         assert epoch_seconds(none) is None
