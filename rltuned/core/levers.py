@@ -80,7 +80,7 @@ class LeverSpec:
 class LeverWrites(Sequence[Action]):
     """A ranking lever's writes in plan order, one per job, as (job id, value) pairs, made `Action`s
     only when read. The daemon reads the actions; a simulated tick applies the pairs (`SlurmRun.apply`,
-    `Written.record_lever`) and never reads them: a training episode's sampled rankings rewrite tens of
+    `Written.record_plan`) and never reads them: a training episode's sampled rankings rewrite tens of
     priorities a tick, and each action was a new object (docs/performance.md, "twentieth step")."""
 
     __slots__ = ("_actions", "lever", "pairs")

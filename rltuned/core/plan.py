@@ -72,7 +72,7 @@ class Written:
     job's priority is kept only in its index (`_priorities`) and its other fields in `_changes`; `get`
     puts the two together. A job is in the ledger while either holds it. Every change goes through
     `_put`, `forget` or `_clear`, which keep the steered index too, except a priority write
-    (`record_applied`, `record_lever`), which sets its index entry alone: a subclass that hooks `_put`
+    (`record_applied`, `record_plan`), which sets its index entry alone: a subclass that hooks `_put`
     does not see those."""
 
     def __init__(self, changes: Mapping[int, Change] | None = None) -> None:
@@ -136,15 +136,16 @@ class Written:
         value = None if kind == "excluded_nodes" and action.value == "" else action.value
         self._put(action.job_id, _with(self.get(action.job_id), {kind: value}))
 
-    def record_lever(self, writes: LeverWrites) -> None:
-        """A ranking lever's writes, all accepted (a simulated tick): a plan's priorities go into their
-        index at once."""
-        if writes.lever.kind != "priority":
-            for action in writes:
-                self.record_applied(action)
-        elif writes.pairs:
-            self.version += 1
-            self._priorities.update(writes.pairs)
+    def record_plan(self, actions: Sequence[Action]) -> None:
+        """A plan's writes, all accepted (a simulated tick). A priority lever's (`LeverWrites`) go into
+        their index at once; any other write is recorded as `record_applied` records it."""
+        if isinstance(actions, LeverWrites) and actions.lever.kind == "priority":
+            if actions.pairs:
+                self.version += 1
+                self._priorities.update(actions.pairs)
+            return
+        for action in actions:
+            self.record_applied(action)
 
     def forget(self, job_id: int) -> None:
         self.version += 1
@@ -261,11 +262,11 @@ def make_plan(
     (`ClusterSnapshot.priorities`).
 
     Without placements or steered jobs (the training configuration), the writes depend only on the
-    order, the priorities Slurm shows, the ledger and the lever. Where a model
-    ranks deterministically (evaluation, validation, the daemon's loop in the simulator), most ticks
-    see those of the tick before (63% of ITP's ticks and 73% of Philly's), and the last plan's targets
-    and writes are kept for them (tests/core/test_plan.py compares with a fresh plan). A training
-    episode's sampled rankings change the order nearly every tick, so there it seldom applies."""
+    order, the priorities Slurm shows, the ledger and the lever. Where a model ranks deterministically
+    (evaluation, validation, the daemon's loop in the simulator), most ticks see those of the tick
+    before (63% of ITP's ticks and 73% of Philly's), and the last plan's targets and writes are kept for
+    them (tests/core/test_plan.py compares with a fresh plan). A training episode's sampled rankings
+    change the order nearly every tick, so there it seldom applies."""
     global _last_plan  # noqa: PLW0603 - a one-entry memo of the last plan's writes
     order = ranking.order
     memo = not placements.by_job and not ledger.steered()

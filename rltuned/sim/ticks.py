@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 
 from rltuned.core import CoreSettings, Decision, Written, decide
 from rltuned.core.inputs import reads_history, time_invariant, unreadable_inputs
-from rltuned.core.levers import LeverWrites
 from rltuned.core.plan import Pins
 from rltuned.core.quiet import due, remember
 from rltuned.daemon.pacing import Pacer
@@ -151,12 +150,7 @@ class TickEpisode:
                     break
                 sent.append(action)
             decision = replace(decision, plan=replace(decision.plan, actions=tuple(sent)))
-        actions = decision.plan.actions
-        if isinstance(actions, LeverWrites):
-            self.written.record_lever(actions)
-        else:
-            for action in actions:
-                self.written.record_applied(action)
+        self.written.record_plan(decision.plan.actions)
         decision.commit(self.written)
         refresh = self.settings.core.refresh_s
         if refresh > 0:  # what a quiet tick compares with (a signature costs a little)
