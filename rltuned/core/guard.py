@@ -83,8 +83,8 @@ def guard(
     settings: GuardSettings,
     displaced_since: Mapping[int, float],
 ) -> Guarded:
-    if settings.off or not ranking.order:
-        return Guarded(ranking, {})
+    if settings.off or not ranking.order or ranking.order is ranking.base_order:
+        return Guarded(ranking, {})  # the base order pushes no job below its base rank
     now = snapshot.now
     base_rank = {job.id: i for i, job in enumerate(ranking.base_order)}
     clock: dict[int, float] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rltuned.core import CoreSettings, Ranking, Written, decide_ranked
-from rltuned.core.guard import BASE_RANK, DISPLACED, MAX_WAIT, GuardSettings, guard
+from rltuned.core.guard import BASE_RANK, DISPLACED, MAX_WAIT, Guarded, GuardSettings, guard
 from rltuned.domain import ClusterSnapshot, Job
 from rltuned.sim.ticks import UNPINNED, TickEpisode, TickSettings
 from tests.builders import cluster, job
@@ -206,3 +207,65 @@ def test_a_run_is_not_resumed_under_the_other_guard(tmp_path: Path) -> None:
         UsageError, match="--guard-promote-to head: the run being resumed trained with base_rank"
     ):
         _resume(args, None, (None, None))  # type: ignore[arg-type]
+
+
+def _guard_by_the_rule(
+    ranking: Ranking, now: float, settings: GuardSettings, since: dict[int, float]
+) -> tuple[dict[int, str], dict[int, float], float]:
+    """The rule of core/guard.py's docstring, one job at a time (as the guard was first written)."""
+    base_rank = {j.id: i for i, j in enumerate(ranking.base_order)}
+    reasons: dict[int, str] = {}
+    clock: dict[int, float] = {}
+    deadline = math.inf
+    for place, j in enumerate(ranking.order):
+        pushed = place - base_rank[j.id]
+        if pushed <= 0:
+            continue
+        cap = settings.user_max_wait_s.get(j.user, settings.max_wait_s)
+        if cap is not None:
+            if now - j.submit >= cap:
+                reasons[j.id] = MAX_WAIT
+            else:
+                deadline = min(deadline, j.submit + cap)
+        if settings.max_displacement is not None and pushed > settings.max_displacement:
+            clock[j.id] = since.get(j.id, now)
+            if now - clock[j.id] >= settings.grace_s:
+                reasons.setdefault(j.id, DISPLACED)
+            else:
+                deadline = min(deadline, clock[j.id] + settings.grace_s)
+    return reasons, clock, deadline
+
+
+@given(
+    st.permutations(list(range(1, 13))),
+    st.lists(st.integers(0, 20), min_size=12, max_size=12),
+    st.sampled_from([None, 5 * HOUR, 10 * HOUR]),
+    st.sampled_from([None, 0, 2, 5]),
+    st.dictionaries(st.sampled_from(["u1", "u2", "u3"]), st.sampled_from([HOUR, 8 * HOUR])),
+    st.dictionaries(st.integers(1, 12), st.integers(0, 20)),
+)
+def test_the_guard_acts_on_exactly_the_jobs_the_rule_names_with_their_clocks_and_deadline(
+    order: list[int],
+    submit_h: list[int],
+    max_wait: float | None,
+    max_displacement: int | None,
+    user_caps: dict[str, float],
+    since_h: dict[int, int],
+) -> None:
+    """Jobs pushed down, old or far below their base rank, across caps, per-user caps and clocks: the
+    guard decides as the rule does job by job, reasons in place order, and its shortcut for a ranking
+    that is the base order itself changes nothing."""
+    jobs = [
+        job(i, submit=h * HOUR, gpus=1, runtime=60.0, user=f"u{i % 4}") for i, h in enumerate(submit_h, 1)
+    ]
+    settings = GuardSettings(max_wait, max_displacement, 6 * HOUR, user_caps)
+    since = {i: h * HOUR for i, h in since_h.items()}
+    ranking = _ranking(jobs, order)
+    got = guard(ranking, _snapshot(20 * HOUR, jobs), settings, since)
+    reasons, clock, deadline = _guard_by_the_rule(ranking, 20 * HOUR, settings, since)
+    assert list(got.ranking.guarded.items()) == list(reasons.items())
+    assert got.displaced_since == clock and got.deadline == deadline
+    if not reasons:
+        assert got.ranking is ranking
+    in_base = Ranking(ranking.base_order, ranking.base_order, {}, "base", ranking.observe)
+    assert guard(in_base, _snapshot(20 * HOUR, jobs), settings, since) == Guarded(in_base, {})
