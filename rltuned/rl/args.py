@@ -101,6 +101,10 @@ class Args:
     """gradient steps of that imitation (minibatches of 256 decisions)"""
     imitate_lr: float = 3e-3
     """learning rate of that imitation, actor and critic"""
+    imitate_sharpen: float = 1.0
+    """after the imitation, the actor's output layer times this (> 1: sharper): the served ranking, the
+    argsort of the scores, stays the clone's, and the rankings PPO samples come closer to it (see
+    rl.imitate.sharpen)"""
     imitate_teacher: str = ""
     """the order the imitation clones instead of the base's, e.g. loglinear:b=-0.5,c=0.25,w0=600
     (policies/loglinear.py; daemon's loop only); the reward and the fallback stay the base's"""
@@ -163,6 +167,7 @@ class Args:
             (self.imitate_episodes >= 0, "imitate_episodes", self.imitate_episodes, ">= 0"),
             (self.imitate_steps >= 1, "imitate_steps", self.imitate_steps, ">= 1"),
             (self.imitate_lr > 0, "imitate_lr", self.imitate_lr, "> 0"),
+            (self.imitate_sharpen > 0, "imitate_sharpen", self.imitate_sharpen, "> 0"),
             (self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every, ">= 1"),
             (self.validate_every >= 0, "validate_every", self.validate_every, ">= 0 (0: never)"),
             (
@@ -189,6 +194,10 @@ class Args:
             parse_loglinear(self.imitate_teacher)
             if self.loop != "ticks" or self.imitate_episodes < 1:
                 raise UsageError("--imitate-teacher needs --loop ticks and --imitate-episodes >= 1")
+        if self.imitate_sharpen != 1.0 and (self.imitate_episodes < 1 or self.rank_prior != 0.0):
+            raise UsageError(  # a prior would not be scaled with the network: the argsort would move
+                "--imitate-sharpen scales a clone: it needs --imitate-episodes >= 1 and no --rank-prior"
+            )
         if self.reward == "dense" and self.metric == "util":
             raise UsageError(
                 "--reward dense needs a waiting metric (bsld, wait, jct); util has only the terminal reward"

@@ -32,7 +32,7 @@ from rltuned.rl.env import SchedulingEnv
 from rltuned.rl.evaluate import tick_settings_of
 from rltuned.rl.export import export_actor, git_commit
 from rltuned.rl.gae import compute_gae
-from rltuned.rl.imitate import clone, demonstrate
+from rltuned.rl.imitate import clone, demonstrate, sharpen
 from rltuned.rl.rollouts import Collector, Rollout, make_collector
 from rltuned.rl.splits import split_range, train_jobs
 from rltuned.rl.tick_env import TickEnv
@@ -262,6 +262,8 @@ def _train(
         )
         agent.actor.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
         args.extra.update(clone(agent, demo, args.imitate_steps, args.imitate_lr, env.ranks))
+        if args.imitate_sharpen != 1.0:
+            args.extra.update(sharpen(agent, args.imitate_sharpen, demo))
         args.extra["imitation_decisions"] = len(demo.returns)
         args.extra["imitation_wall_s"] = time.perf_counter() - t0
         del demo

@@ -16,11 +16,12 @@ from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates
 from rltuned.features import ACTOR_FEATURES, MAX_JOBS
 from rltuned.policies.loglinear import LogLinear
+from rltuned.rl import plackett_luce as pl
 from rltuned.rl import ppo
 from rltuned.rl.agent import Actor, ActorCritic
 from rltuned.rl.env import SchedulingEnv
 from rltuned.rl.export import load_model
-from rltuned.rl.imitate import clone, demonstrate
+from rltuned.rl.imitate import clone, demonstrate, sharpen
 from rltuned.rl.ppo import IMITATION_SEED_OFFSET, Args, train
 from rltuned.rl.rollouts import LocalCollector
 from rltuned.rl.splits import train_jobs
@@ -222,3 +223,48 @@ def test_the_clone_is_validated_before_ppo_and_can_be_the_checkpoint_that_ships(
     gaps = {0: cloned["val/gap"], **{int(r["epoch"]): r["val/gap"] for r in curve}}
     chosen = manifest["validation"]
     assert chosen["gap"] == max(gaps.values()) and gaps[chosen["epoch"]] == chosen["gap"]
+
+
+def test_sharpening_the_clone_keeps_the_served_ranking_and_narrows_what_ppo_samples(
+    burst: tuple[Path, Path],
+) -> None:
+    """The clone's argsort is what the daemon would serve before PPO's first step; sharpening must not
+    move it, only bring the sampled rankings closer to it (lower first-draw entropy, more samples
+    equal to the argsort's head)."""
+    torch.manual_seed(0)
+    demo = demonstrate(env_for(burst, "sjf"), episodes=4, seed=0, gamma=0.99)
+    agent = ActorCritic()
+    agent.actor.fit_input(torch.from_numpy(demo.actor), torch.from_numpy(demo.mask))
+    stats = clone(agent, demo, steps=100, lr=3e-3, ranks=False)
+    actor, mask = torch.from_numpy(demo.actor), torch.from_numpy(demo.mask)
+    with torch.no_grad():
+        before = agent.actor(actor, mask)
+    same = sharpen(agent, 1.0, demo)
+    assert same["imitation_entropy_sharpened"] == pytest.approx(stats["imitation_entropy"])
+    with torch.no_grad():
+        assert torch.equal(agent.actor(actor, mask), before)  # 1.0: the weights as they were
+    sharper = sharpen(agent, 4.0, demo)
+    with torch.no_grad():
+        after = agent.actor(actor, mask)
+    assert torch.equal(pl.mode(after, mask), pl.mode(before, mask))
+    assert sharper["imitation_entropy_sharpened"] < 0.5 * stats["imitation_entropy"], (stats, sharper)
+    draws = torch.Generator().manual_seed(1)
+    heads = [pl.sample(s, mask, draws)[:, 0] for s in (before, after)]
+    mode_head = pl.mode(before, mask)[:, 0]
+    assert (heads[1] == mode_head).float().mean() > (heads[0] == mode_head).float().mean()
+
+
+def test_sharpening_needs_a_clone_and_no_rank_prior_and_the_manifest_records_it(
+    burst: tuple[Path, Path], tmp_path: Path
+) -> None:
+    with pytest.raises(UsageError, match="--imitate-sharpen"):
+        tiny_args(burst, tmp_path, imitate_sharpen=2.0).check()
+    with pytest.raises(UsageError, match="--imitate-sharpen"):
+        tiny_args(burst, tmp_path, imitate_sharpen=2.0, imitate_episodes=2, rank_prior=1.0).check()
+    with pytest.raises(UsageError, match="--imitate-sharpen must be > 0"):
+        tiny_args(burst, tmp_path, imitate_sharpen=0.0).check()
+    args = tiny_args(burst, tmp_path / "m", imitate_sharpen=3.0, imitate_episodes=2, imitate_steps=50,
+                     episodes_per_epoch=1)  # fmt: skip
+    m = load_model(train(args)).manifest
+    assert m["imitate_sharpen"] == m["imitation_sharpen"] == 3.0  # the recipe, and what ran
+    assert m["imitation_entropy_sharpened"] < m["imitation_entropy"]
