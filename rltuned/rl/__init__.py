@@ -2,8 +2,10 @@
 
 from typing import Literal, get_args
 
-REWARDS = ("terminal", "dense")
-"""How the environment pays the reward (rltuned.rl.env); here so the CLI can list it without gymnasium."""
+REWARDS = ("terminal", "dense", "relative")
+"""How the environment pays the reward (rltuned.rl.env, rltuned.rl.tick_env); here so the CLI can list
+it without gymnasium. `relative` is the daemon's loop's only."""
+PAPER_REWARDS = ("terminal", "dense")
 
 LOOPS = ("ticks", "paper")
 """The training and evaluation loops: the daemon's (one ranking per tick, rl/tick_env.py) and the

@@ -11,6 +11,7 @@ from typing import Any
 
 from rltuned.errors import UsageError
 from rltuned.policies.loglinear import parse_loglinear
+from rltuned.rl import REWARDS
 
 VALIDATION_SCORES = ("pooled", "per_window")
 PROMOTE_TO = ("head", "base_rank")
@@ -61,7 +62,8 @@ class Args:
     warmup: int = 512
     """preceding jobs scheduled first (unscored) so each window meets a busy cluster"""
     reward: str = "terminal"
-    """terminal: the paper's normalized gap at the end; dense: the waiting cost as it accrues (env.py)"""
+    """terminal: the paper's normalized gap at the end; dense: the waiting cost as it accrues (env.py);
+    relative (daemon's loop): the same less what the base side's run accrued over the same time"""
     seed: int = 0
     """seeds torch, numpy, random and the window sampler"""
     out: str = "models/philly-fcfs-bsld"
@@ -198,7 +200,12 @@ class Args:
             raise UsageError(  # a prior would not be scaled with the network: the argsort would move
                 "--imitate-sharpen scales a clone: it needs --imitate-episodes >= 1 and no --rank-prior"
             )
-        if self.reward == "dense" and self.metric == "util":
+        if self.reward not in REWARDS:
+            raise UsageError(f"--reward must be one of {', '.join(REWARDS)}, got {self.reward}")
+        if self.reward == "relative" and self.loop != "ticks":
+            raise UsageError("--reward relative needs --loop ticks (the base side's run at every tick)")
+        if self.reward != "terminal" and self.metric == "util":
             raise UsageError(
-                "--reward dense needs a waiting metric (bsld, wait, jct); util has only the terminal reward"
+                f"--reward {self.reward} needs a waiting metric (bsld, wait, jct); util has only the terminal"
+                " reward"
             )

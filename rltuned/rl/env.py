@@ -33,7 +33,7 @@ from gymnasium import spaces
 from rltuned.domain import ClusterSpec, Job
 from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS, Observation, encode
 from rltuned.policies import make_policy
-from rltuned.rl import REWARDS
+from rltuned.rl import PAPER_REWARDS
 from rltuned.sim.metrics import BSLD_BOUND_S, Metrics, compute_metrics
 from rltuned.sim.runner import Window
 from rltuned.sim.simulator import Episode, SimConfig, SimResult, Simulator
@@ -81,8 +81,8 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
     ) -> None:
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
-        if reward_mode not in REWARDS:
-            raise ValueError(f"reward must be one of {REWARDS}, got {reward_mode!r}")
+        if reward_mode not in PAPER_REWARDS:
+            raise ValueError(f"reward must be one of {PAPER_REWARDS} in this loop, got {reward_mode!r}")
         self.weight = waiting_weight(metric) if reward_mode == "dense" else None
         if len(jobs) < window:
             raise ValueError(f"need at least {window} jobs for a window, got {len(jobs)}")

@@ -10,13 +10,18 @@ core without asking; quiet ticks (nothing changed since the last decision, `core
 nothing, as in the daemon, so with `refresh_s` an episode has one action per change.
 
 Rewards are paid per tick: `dense` pays minus the waiting cost accrued since the previous tick (over
-the base side's score x jobs, as in `rl/env.py`); `terminal` pays the paper's normalized gap once.
-The base side is the same loop without a model.
+the base side's score x jobs, as in `rl/env.py`); `relative` pays the same less what the base side's
+own run accrued over the same stretch of time, so that the cost every schedule pays for the same
+arrivals cancels and what is left is what the rankings did (the rewards of an episode still sum to its
+gap, in the same units); `terminal` pays the paper's normalized gap once. The base side is the same
+loop without a model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +35,7 @@ from rltuned.rl import REWARDS
 from rltuned.rl.env import MAX_RESETS, METRICS, empty_observation, episode_info, score, waiting_weight
 from rltuned.sim.metrics import compute_metrics
 from rltuned.sim.runner import Window
+from rltuned.sim.simulator import JobRecord
 from rltuned.sim.ticks import UNPINNED, TickEpisode, TickSettings, run_ticks
 
 Obs = dict[str, npt.NDArray[Any]]
@@ -61,7 +67,10 @@ class TickEnv:
         self.metric = metric
         self.window = window
         self.warmup = warmup
-        self.weight = waiting_weight(metric) if reward_mode == "dense" else None
+        self.weight = waiting_weight(metric) if reward_mode in ("dense", "relative") else None
+        self.relative = reward_mode == "relative"
+        self.base_waits = _Waits.none()
+        self.base_accrued = 0.0
         self.rng = np.random.default_rng()
         self.episode: TickEpisode | None = None
         self.current: Observation | None = None
@@ -91,6 +100,10 @@ class TickEnv:
             if self.weight is not None:
                 self.base_cost = len(base.records) * max(self.base_score, 1.0)
                 self.accrued = self._waited()
+            if self.relative:
+                assert self.weight is not None and self.episode.snapshot is not None
+                self.base_waits = _Waits.of(base.records, self.weight)
+                self.base_accrued = self.base_waits.at(self.episode.snapshot.now)
             return self._observe(), {"window_start": start, "base_score": self.base_score}
         raise RuntimeError(f"no window among {MAX_RESETS} tries needed a ranking")
 
@@ -159,6 +172,12 @@ class TickEnv:
             return 0.0
         now = self._waited()
         paid, self.accrued = -(now - self.accrued) / self.base_cost, now
+        if self.relative:
+            episode = self.episode
+            assert episode is not None
+            at = math.inf if episode.snapshot is None else episode.snapshot.now
+            base_now = self.base_waits.at(at)
+            paid, self.base_accrued = paid + (base_now - self.base_accrued) / self.base_cost, base_now
         return paid
 
     def _observe(self) -> Obs:
@@ -166,3 +185,30 @@ class TickEnv:
         assert episode is not None and episode.snapshot is not None
         self.current = encode(episode.snapshot, episode.base)
         return {"actor": self.current.actor, "mask": self.current.mask, "critic": self.current.critic}
+
+
+@dataclass(frozen=True, slots=True)
+class _Waits:
+    """The base side's measured jobs, to read its waiting cost at any time of the run: each job that has
+    arrived by `t` has waited until its start or until `t`, whichever is first."""
+
+    submit: npt.NDArray[np.float64]
+    start: npt.NDArray[np.float64]
+    weight: npt.NDArray[np.float64]
+
+    @classmethod
+    def none(cls) -> _Waits:
+        empty = np.zeros(0)
+        return cls(empty, empty, empty)
+
+    @classmethod
+    def of(cls, records: Sequence[JobRecord], weight: Callable[[Job], float]) -> _Waits:
+        return cls(
+            np.array([r.job.submit for r in records], dtype=np.float64),
+            np.array([r.start for r in records], dtype=np.float64),
+            np.array([weight(r.job) for r in records], dtype=np.float64),
+        )
+
+    def at(self, t: float) -> float:
+        waited = np.maximum(np.minimum(self.start, t) - self.submit, 0.0)
+        return float(np.dot(self.weight, waited))

@@ -73,6 +73,46 @@ def test_an_agent_that_ranks_in_base_order_is_the_base_side() -> None:
     assert np.isclose(-paid, (cost - before) / env.base_cost)
 
 
+def test_relative_rewards_pay_only_what_the_rankings_changed() -> None:
+    """`relative` pays the dense reward less the base side's own accrual over the same ticks: an agent
+    that ranks in base order is paid nothing at any tick, and any agent's rewards sum to the gap in
+    waiting cost between the two runs, over the same scale as the dense reward."""
+    jobs = philly(600)
+    env = TickEnv(
+        jobs, CLUSTER, TickSettings(base="sjf"), "bsld", window=200, warmup=200, reward_mode="relative"
+    )
+    env.reset(seed=0)
+    done, rewards = False, []
+    while not done:
+        _, reward, done, _, _ = env.step(env.base_action())
+        rewards.append(reward)
+    assert len(rewards) > 10 and max(map(abs, rewards)) < 1e-12
+    obs, _ = env.reset(seed=0)
+    assert env.episode is not None
+    before = env.accrued - env.base_accrued  # what both had accrued before the first ranking
+    done, paid = False, 0.0
+    while not done:
+        n = int(obs["mask"].sum())
+        obs, reward, done, _, _ = env.step(np.r_[np.arange(n)[::-1], np.arange(n, len(obs["mask"]))])
+        paid += reward
+    assert env.episode.result is not None
+    agent = sum(r.wait / max(r.job.runtime or 0.0, 10.0) for r in env.episode.result.records)
+    base = run_ticks(CLUSTER, *Window(env.window_start, env.window_start + 200).with_warmup(jobs, 200),
+                     TickSettings(base="sjf"))  # fmt: skip
+    base_cost = sum(r.wait / max(r.job.runtime or 0.0, 10.0) for r in base.records)
+    assert abs(paid) > 1e-3  # reversed rankings cost something
+    assert np.isclose(-paid, (agent - base_cost - before) / env.base_cost)
+
+
+def test_relative_rewards_need_the_daemons_loop() -> None:
+    from rltuned.rl.args import Args
+
+    with pytest.raises(UsageError, match="--reward relative needs --loop ticks"):
+        Args(trace="philly", cluster="philly-slice", loop="paper", reward="relative").check()
+    with pytest.raises(UsageError, match="--reward must be one of"):
+        Args(trace="philly", cluster="philly-slice", reward="sparse").check()
+
+
 def test_reversed_rankings_change_the_schedule() -> None:
     """The ranking the agent returns is what Slurm follows: reversing it changes who starts when."""
     jobs = philly(600)
