@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from functools import cached_property, partial
+from itertools import repeat
 from typing import Any, Protocol
 
 import numpy as np
@@ -43,6 +44,8 @@ from rltuned.core.quiet import LastDecision
 from rltuned.core.ranking import Ranking
 from rltuned.domain import ClusterSpec, Job
 from rltuned.slurm.hostlist import compress
+
+_ID = operator.attrgetter("id")
 
 
 @dataclass(frozen=True)
@@ -316,7 +319,7 @@ def _targets(order: Sequence[Job], shown: Mapping[int, int], ledger: Written, le
     """Each job's value of the lever in plan order."""
     if lever.kind == "priority":
         return priority_targets(
-            [j.id for j in order],
+            list(map(_ID, order)),
             shown,
             ledger.owned_priorities(),
             lever.priority_min,
@@ -366,9 +369,9 @@ def _lever_writes(
     """The ranking lever's write per job, in plan order: a priority wherever Slurm shows another value;
     a SiteFactor where the target moved by more than the deadband since rltuned last wrote it. One
     comprehension for the priority lever: a training tick runs it over the whole queue."""
-    if lever.kind == PRIORITY.kind:
+    if lever.kind == PRIORITY.kind:  # the targets are in plan order (`_targets`)
         now = shown.get
-        return LeverWrites(PRIORITY, [(i, t) for job in order if now(i := job.id) != (t := targets[i])])
+        return LeverWrites(PRIORITY, [(i, t) for i, t in targets.items() if now(i) != t])
     writes: list[tuple[int, int]] = []
     for job in order:
         target = targets[job.id]
@@ -446,9 +449,10 @@ def priority_targets(
     """
     if not order:
         return {}
+    n = len(order)
     values: list[int] = targets_kernel(
-        np.array([current.get(j, NONE) for j in order], np.int64),
-        np.array([owned.get(j, NONE) for j in order], np.int64),
+        np.fromiter(map(current.get, order, repeat(NONE, n)), np.int64, n),
+        np.fromiter(map(owned.get, order, repeat(NONE, n)), np.int64, n),
         low,
         high,
         step,
