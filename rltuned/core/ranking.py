@@ -59,7 +59,7 @@ def rank_jobs(
         in_base = tuple(rank(base, snapshot))  # the state's rows and overflow are this order
         return Ranking(in_base, in_base, {}, "base", partial(encode, snapshot, base))
     started = time.perf_counter()
-    obs = encode(snapshot, base)
+    obs = encode(snapshot, base, model.runtime_input)
     features_s = time.perf_counter() - started
     in_base = obs.jobs
     scored = score_queue(model, obs, max_inference_ms)

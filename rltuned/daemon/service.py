@@ -135,7 +135,7 @@ def validated_model(path: Path, engine: Engine | None, settings: Settings) -> Lo
     decision = engine.last_decided if engine is not None else None  # one reference read: no lock needed
     if engine is None or decision is None or not decision.view.snapshot.pending:
         return model
-    obs = encode(decision.view.snapshot, make_policy(policy.base))
+    obs = encode(decision.view.snapshot, make_policy(policy.base), model.runtime_input)
     scored = score_queue(model, obs, engine.settings.policy.max_inference_ms)
     if scored.problem is not None:
         raise ModelLoadError(f"{path}: on the current queue, {scored.problem}")

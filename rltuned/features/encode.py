@@ -16,10 +16,19 @@ import numpy.typing as npt
 from rltuned.domain import ClusterSnapshot, Job
 from rltuned.features import table as _table
 from rltuned.features.sampler import ACTOR_FEATURES, CRITIC, sample
+from rltuned.features.scales import HORIZON_S, log_share
 from rltuned.features.table import COLUMN, FEATURE_NAMES, Kept, build
 from rltuned.policies.base import Policy, rank
+from rltuned.policies.predicted import predicted_runtime
 
 MAX_JOBS = 256
+LIMIT = "limit"
+PREDICTED = "predicted"
+RUNTIME_INPUTS = (LIMIT, PREDICTED)
+"""What the `requested_time` column holds: the time limit (the paper's), or the limit as the accounting's
+finished peers correct it (`policies/predicted.py`, what `psjf` ranks by; 0 for a job with no peers
+moves nothing). `urgency` and `job_size` stay on the limit either way, so a model given the prediction
+also sees what the user asked for. A model's manifest records which (`runtime_input`)."""
 
 _CRITIC_COLUMNS = np.array([COLUMN[name] for name in CRITIC], dtype=np.intp)
 _ACTOR_COLUMNS: dict[tuple[str, ...], npt.NDArray[np.intp]] = {}
@@ -56,14 +65,21 @@ class Observation:
     """Every pending job in base order: the rows' jobs, then the overflow's."""
 
 
-def encode(snapshot: ClusterSnapshot, policy: Policy) -> Observation:
-    """The state for `snapshot` with rows in `policy`'s order; a pure function of its arguments."""
+def encode(snapshot: ClusterSnapshot, policy: Policy, runtime: str = LIMIT) -> Observation:
+    """The state for `snapshot` with rows in `policy`'s order, its `requested_time` column holding
+    `runtime` (`RUNTIME_INPUTS`); a pure function of its arguments."""
     ordered = _ranked(policy, snapshot)
     visible = ordered[:MAX_JOBS]
     features = build(snapshot, visible)
     n = len(visible)
     table = np.zeros((MAX_JOBS, len(FEATURE_NAMES)), dtype=np.float32)
     table[:n] = features.table
+    if runtime == PREDICTED:
+        history = snapshot.history
+        predicted = np.fromiter((predicted_runtime(job, history) for job in visible), np.float64, n)
+        table[:n, COLUMN["requested_time"]] = log_share(predicted, HORIZON_S)
+    elif runtime != LIMIT:
+        raise ValueError(f"runtime input must be one of {RUNTIME_INPUTS}, got {runtime!r}")
     sampled = sample(features.table, features.ways, features.cff)
     assert len(sampled) == ACTOR_FEATURES, f"expected {ACTOR_FEATURES} sampled features, got {sampled}"
     actor = table.take(_columns(sampled), axis=1)

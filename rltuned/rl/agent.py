@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
-from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS
+from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, LIMIT, MAX_JOBS
 from rltuned.rl import plackett_luce as pl
 
 
@@ -44,9 +44,14 @@ class Actor(nn.Module):
     exported module, so deployment ranks exactly as training sampled.
     """
 
-    def __init__(self, hidden: tuple[int, int] = (32, 16), rank_prior: float = 0.0) -> None:
+    def __init__(
+        self, hidden: tuple[int, int] = (32, 16), rank_prior: float = 0.0, runtime_input: str = LIMIT
+    ) -> None:
         super().__init__()
         self.rank_prior = float(rank_prior)
+        self.runtime_input = runtime_input
+        """What the state's `requested_time` column holds (`features.RUNTIME_INPUTS`): a property of
+        the inputs it learns from, carried with it to validation and the manifest."""
         self.net = _mlp([ACTOR_FEATURES, hidden[0], hidden[1], 1])
         # Fitted, not learned (requires_grad=False): parameters only so that they are typed as tensors.
         self.in_mean = nn.Parameter(torch.zeros(ACTOR_FEATURES), requires_grad=False)
@@ -96,9 +101,9 @@ class Critic(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    def __init__(self, rank_prior: float = 0.0) -> None:
+    def __init__(self, rank_prior: float = 0.0, runtime_input: str = LIMIT) -> None:
         super().__init__()
-        self.actor = Actor(rank_prior=rank_prior)
+        self.actor = Actor(rank_prior=rank_prior, runtime_input=runtime_input)
         self.critic = Critic()
 
     def get_value(self, critic_obs: torch.Tensor) -> torch.Tensor:

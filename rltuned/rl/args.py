@@ -14,6 +14,9 @@ from rltuned.policies.loglinear import parse_loglinear
 from rltuned.rl import REWARDS
 
 VALIDATION_SCORES = ("pooled", "per_window")
+RUNTIME_INPUTS = ("limit", "predicted")
+"""features.RUNTIME_INPUTS, restated so that the command line does not import the state's code (a test
+checks that the two agree)."""
 PROMOTE_TO = ("head", "base_rank")
 """core/guard.py's PROMOTE_TO, restated because importing the decision core imports torch (a test
 checks that the two agree)."""
@@ -64,6 +67,10 @@ class Args:
     reward: str = "terminal"
     """terminal: the paper's normalized gap at the end; dense: the waiting cost as it accrues (env.py);
     relative (daemon's loop): the same less what the base side's run accrued over the same time"""
+    runtime_input: str = "limit"
+    """ticks: what the state's requested_time column holds: limit (the paper's) or predicted (the limit
+    as the finished peers in the accounting correct it, as psjf ranks; needs a base that reads the
+    accounting history, such as psjf, so that the daemon reads it too)"""
     seed: int = 0
     """seeds torch, numpy, random and the window sampler"""
     out: str = "models/philly-fcfs-bsld"
@@ -200,6 +207,16 @@ class Args:
             raise UsageError(  # a prior would not be scaled with the network: the argsort would move
                 "--imitate-sharpen scales a clone: it needs --imitate-episodes >= 1 and no --rank-prior"
             )
+        if self.runtime_input not in RUNTIME_INPUTS:
+            raise UsageError(
+                f"--runtime-input must be one of {', '.join(RUNTIME_INPUTS)}, got {self.runtime_input}"
+            )
+        if self.runtime_input != "limit" and (self.loop != "ticks" or not _reads_history(self.base)):
+            raise UsageError(
+                f"--runtime-input {self.runtime_input} needs --loop ticks and a base that reads the"
+                f" accounting history, such as psjf ({self.base!r} does not): the daemon reads sacct only"
+                " for such a base"
+            )
         if self.reward not in REWARDS:
             raise UsageError(f"--reward must be one of {', '.join(REWARDS)}, got {self.reward}")
         if self.reward == "relative" and self.loop != "ticks":
@@ -209,3 +226,12 @@ class Args:
                 f"--reward {self.reward} needs a waiting metric (bsld, wait, jct); util has only the terminal"
                 " reward"
             )
+
+
+def _reads_history(base: str) -> bool:
+    from rltuned.policies.inputs import reads_history
+
+    try:
+        return reads_history(base)
+    except KeyError:
+        return False  # not a base policy: the base's own check names it

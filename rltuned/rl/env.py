@@ -31,7 +31,7 @@ import numpy as np
 from gymnasium import spaces
 
 from rltuned.domain import ClusterSpec, Job
-from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, MAX_JOBS, Observation, encode
+from rltuned.features import ACTOR_FEATURES, CRITIC_FEATURES, LIMIT, MAX_JOBS, Observation, encode
 from rltuned.policies import make_policy
 from rltuned.rl import PAPER_REWARDS
 from rltuned.sim.metrics import BSLD_BOUND_S, Metrics, compute_metrics
@@ -84,6 +84,8 @@ class SchedulingEnv(gym.Env[dict[str, np.ndarray], int]):
         if reward_mode not in PAPER_REWARDS:
             raise ValueError(f"reward must be one of {PAPER_REWARDS} in this loop, got {reward_mode!r}")
         self.weight = waiting_weight(metric) if reward_mode == "dense" else None
+        self.runtime_input = LIMIT
+        """The paper's state: the time limit as requested time (`features.RUNTIME_INPUTS`)."""
         if len(jobs) < window:
             raise ValueError(f"need at least {window} jobs for a window, got {len(jobs)}")
         self.jobs = list(jobs)

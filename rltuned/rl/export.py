@@ -27,7 +27,7 @@ from torch import nn
 from rltuned.clusters import load_cluster
 from rltuned.domain import SLOT_KINDS
 from rltuned.errors import ModelLoadError, RltunedError
-from rltuned.features import ACTOR_FEATURES, FEATURE_NAMES, MAX_JOBS, SAMPLER_VERSION
+from rltuned.features import ACTOR_FEATURES, FEATURE_NAMES, LIMIT, MAX_JOBS, RUNTIME_INPUTS, SAMPLER_VERSION
 from rltuned.rl import ENGINES
 from rltuned.rl.actor_kernel import ActorKernel, kernel_of
 
@@ -59,6 +59,12 @@ class LoadedModel:
             return self.kernel.scores(actor, mask)
         out = self.scores(torch.from_numpy(np.array(actor)), torch.from_numpy(np.array(mask)))
         return out.detach().numpy().astype(np.float64)  # through `scores`, which a subclass may wrap
+
+    @property
+    def runtime_input(self) -> str:
+        """What its state's `requested_time` column holds (`features.RUNTIME_INPUTS`; models from
+        before the choice hold the limit)."""
+        return str(self.manifest.get("runtime_input", LIMIT))
 
     @property
     def engine(self) -> str:
@@ -161,6 +167,11 @@ def _check_manifest(manifest: dict[str, Any], where: Path) -> None:
     for key, value in expected.items():
         if manifest.get(key) != value:
             raise ModelLoadError(f"{where}: {key} is {manifest.get(key)!r}, this rltuned expects {value!r}")
+    runtime = manifest.get("runtime_input", LIMIT)
+    if runtime not in RUNTIME_INPUTS:
+        raise ModelLoadError(
+            f"{where}: runtime_input is {runtime!r}, this rltuned knows {', '.join(RUNTIME_INPUTS)}"
+        )
 
 
 def _check_forward(model: LoadedModel) -> None:

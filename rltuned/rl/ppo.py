@@ -71,7 +71,14 @@ def make_env(args: Args) -> SchedulingEnv | TickEnv:
     args.extra["test_jobs"] = len(split_range(len(jobs), "test"))
     if args.loop == "ticks":
         return TickEnv(
-            train, cluster, tick_settings(args), args.metric, args.window, args.warmup, args.reward
+            train,
+            cluster,
+            tick_settings(args),
+            args.metric,
+            args.window,
+            args.warmup,
+            args.reward,
+            args.runtime_input,
         )
     return SchedulingEnv(
         train, cluster, args.base, args.metric, args.window, loop_config(args), args.warmup, args.reward
@@ -217,7 +224,7 @@ def train(args: Args, progress: Progress | None = None) -> Path:
     env = make_env(args)
     if args.confirm_estimate_seeds:
         confirmation_seeds(args)  # refused now, not after the training it would follow
-    agent = ActorCritic(args.rank_prior)
+    agent = ActorCritic(args.rank_prior, args.runtime_input)
     opts = (
         torch.optim.Adam(agent.actor.parameters(), lr=args.pi_lr),
         torch.optim.Adam(agent.critic.parameters(), lr=args.vf_lr),

@@ -128,7 +128,7 @@ class Worker:
     ) -> None:
         torch.set_num_threads(1)
         self.env = make_env()
-        self.agent = ActorCritic(rank_prior)
+        self.agent = ActorCritic(rank_prior, self.env.runtime_input)
         self.validator = None if make_validator is None else make_validator()
 
     def episode(self, state: State, seed: int) -> Rollout:

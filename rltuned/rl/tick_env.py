@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from rltuned.core import decide_ranked, ranking_from_slots
 from rltuned.domain import ClusterSpec, Job
-from rltuned.features import MAX_JOBS, Observation, encode
+from rltuned.features import LIMIT, MAX_JOBS, RUNTIME_INPUTS, Observation, encode
 from rltuned.policies import Policy, rank
 from rltuned.rl import REWARDS
 from rltuned.rl.env import MAX_RESETS, METRICS, empty_observation, episode_info, score, waiting_weight
@@ -54,6 +54,7 @@ class TickEnv:
         window: int = 256,
         warmup: int = 0,
         reward_mode: str = "dense",
+        runtime_input: str = LIMIT,
     ) -> None:
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
@@ -69,6 +70,10 @@ class TickEnv:
         self.warmup = warmup
         self.weight = waiting_weight(metric) if reward_mode in ("dense", "relative") else None
         self.relative = reward_mode == "relative"
+        if runtime_input not in RUNTIME_INPUTS:
+            raise ValueError(f"runtime input must be one of {RUNTIME_INPUTS}, got {runtime_input!r}")
+        self.runtime_input = runtime_input
+        """What the state's `requested_time` column holds (`features.RUNTIME_INPUTS`)."""
         self.base_waits = _Waits.none()
         self.base_accrued = 0.0
         self.rng = np.random.default_rng()
@@ -183,7 +188,7 @@ class TickEnv:
     def _observe(self) -> Obs:
         episode = self.episode
         assert episode is not None and episode.snapshot is not None
-        self.current = encode(episode.snapshot, episode.base)
+        self.current = encode(episode.snapshot, episode.base, self.runtime_input)
         return {"actor": self.current.actor, "mask": self.current.mask, "critic": self.current.critic}
 
 

@@ -22,6 +22,7 @@ from rltuned.clusters import load_cluster
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import UsageError
 from rltuned.estimates import apply_estimates, draw_seeds
+from rltuned.features import LIMIT
 from rltuned.rl.env import reward, score
 from rltuned.rl.evaluate import make_side, tick_settings_of
 from rltuned.rl.export import LoadedModel, loaded, quiet_torchscript
@@ -110,7 +111,7 @@ def frozen(actor: nn.Module) -> LoadedModel:
     """The actor as the daemon would load it (scripted and frozen), without writing it to disk."""
     with quiet_torchscript():
         module = torch.jit.freeze(torch.jit.script(copy.deepcopy(actor).eval()))
-    return loaded(module, {}, Path("(training)"))
+    return loaded(module, {"runtime_input": getattr(actor, "runtime_input", LIMIT)}, Path("(training)"))
 
 
 def gap(

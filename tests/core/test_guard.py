@@ -187,6 +187,10 @@ def test_training_records_the_guard_it_was_told_and_the_cli_lists_the_same_rules
     from rltuned.rl.ppo import tick_settings
 
     assert FLAG_VALUES == PROMOTE_TO
+    from rltuned.features import RUNTIME_INPUTS
+    from rltuned.rl.args import RUNTIME_INPUTS as RUNTIME_FLAG_VALUES
+
+    assert RUNTIME_FLAG_VALUES == RUNTIME_INPUTS
     args = Args(guard_promote_to="base_rank")
     assert tick_settings(args).core.guard.promote_to == "base_rank"
     assert args.extra["guard"]["promote_to"] == "base_rank"  # what the manifest records

@@ -76,3 +76,36 @@ def test_encode_is_deterministic() -> None:
     for name in ("actor", "mask", "critic", "job_ids", "table"):
         assert np.array_equal(getattr(first, name), getattr(second, name)), name
     assert (first.sampled, first.cff, first.overflow) == (second.sampled, second.cff, second.overflow)
+
+
+def test_the_predicted_runtime_input_moves_only_requested_time_and_only_where_peers_finished_shorter() -> (
+    None
+):
+    """With `runtime="predicted"` the requested_time column holds the limit as finished peers correct it
+    (what psjf ranks by); every other column, urgency and job size included, still reads the limit."""
+    from dataclasses import replace
+
+    from rltuned.domain import History, peer_key
+    from rltuned.features.scales import HORIZON_S, log_share
+    from rltuned.policies.predicted import predicted_runtime
+
+    jobs = [
+        job(1, NOW - 300, 1, 600, estimate=36_000.0, user="sweep"),  # peers ran 600 s: doubted
+        job(2, NOW - 200, 1, 900, estimate=950.0, user="sweep"),  # within e^0.5 x 600 (989 s): kept
+        job(3, NOW - 100, 2, 60, estimate=7_200.0, user="alone"),  # no peers: the limit
+    ]
+    history = History(recent_runtimes={peer_key("sweep", "", 1): (500.0, 600.0, 700.0)})
+    snap = replace(snapshot(cluster(("A", 8, 2)), [8, 4], jobs), history=history)
+    fcfs = make_policy("fcfs")
+    limit, predicted = encode(snap, fcfs), encode(snap, fcfs, "predicted")
+    rt = COL["requested_time"]
+    expected = log_share(np.array([predicted_runtime(j, history) for j in jobs]), HORIZON_S)
+    assert predicted.table[:3, rt] == pytest.approx(expected.astype(np.float32))
+    assert predicted.table[0, rt] < limit.table[0, rt]  # 36,000 s toward 600 x e^0.5
+    assert predicted.table[1:3, rt].tolist() == limit.table[1:3, rt].tolist()
+    others = [c for c in range(len(FEATURE_NAMES)) if c != rt]
+    assert np.array_equal(predicted.table[:, others], limit.table[:, others])
+    assert predicted.sampled == limit.sampled
+    assert np.array_equal(predicted.actor, predicted.table[:, [COL[n] for n in predicted.sampled]])
+    with pytest.raises(ValueError, match="runtime input must be one of"):
+        encode(snap, fcfs, "oracle")

@@ -117,3 +117,37 @@ def test_the_recorded_commit_is_the_imported_codes_not_the_working_directorys(
         pytest.skip("not a git checkout")
     monkeypatch.chdir(tmp_path)
     assert git_commit().removesuffix("-dirty") == head.stdout.strip()
+
+
+def test_a_model_given_the_predicted_runtime_is_served_the_state_it_was_trained_on(tmp_path: Path) -> None:
+    """The manifest's `runtime_input` decides what the decision core's state holds (as the training
+    environment and validation built it); a value this rltuned does not know is refused at load."""
+    from dataclasses import replace
+
+    from rltuned.core.ranking import rank_jobs
+    from rltuned.domain import History, peer_key
+    from rltuned.features import FEATURE_NAMES
+    from rltuned.policies import make_policy
+    from rltuned.rl.validation import frozen
+    from tests.builders import cluster, job
+    from tests.features.snapshots import NOW, snapshot
+
+    jobs = [job(1, NOW - 300, 1, 600, estimate=36_000.0, user="u"), job(2, NOW - 200, 1, 900, user="v")]
+    history = History(recent_runtimes={peer_key("u", "", 1): (600.0,)})
+    snap = replace(snapshot(cluster(("A", 8, 2)), [8, 4], jobs), history=history)
+    rt = FEATURE_NAMES.index("requested_time")
+    tables = {}
+    for runtime in ("limit", "predicted"):
+        model = load_model(
+            export_actor(Actor(), tmp_path / runtime, {"base": "psjf", "runtime_input": runtime})
+        )
+        assert model.runtime_input == runtime
+        tables[runtime] = rank_jobs(snap, make_policy("psjf"), model, 1000.0).observation.table
+    row = 1  # psjf puts job 1 (predicted 36,000 s -> about 4,700 s) after job 2 (900 s)
+    assert tables["predicted"][row, rt] < tables["limit"][row, rt]
+    assert frozen(Actor(runtime_input="predicted")).runtime_input == "predicted"
+    assert frozen(Actor()).runtime_input == "limit"
+    manifest = tmp_path / "predicted" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"predicted"', '"oracle"'))
+    with pytest.raises(ModelLoadError, match="runtime_input is 'oracle'"):
+        load_model(tmp_path / "predicted")

@@ -226,3 +226,25 @@ def test_a_teachers_ranking_orders_the_visible_rows_by_its_own_key() -> None:
         checked += ranking[:n].tolist() != list(range(n))
         _, _, done, _, _ = env.step(ranking)
     assert checked >= 5  # ticks where the two orders differ, so the check above is not vacuous
+
+
+def test_training_on_the_predicted_runtime_sees_the_state_the_daemon_builds_and_needs_the_history() -> None:
+    from rltuned.features import encode
+    from rltuned.rl.args import Args
+
+    jobs = philly(600)
+    env = TickEnv(jobs, CLUSTER, TickSettings(base="psjf"), "bsld", 200, 200, "dense", "predicted")
+    obs, _ = env.reset(seed=0)
+    done, doubted = False, 0
+    while not done:
+        assert env.episode is not None and env.episode.snapshot is not None
+        served = encode(env.episode.snapshot, env.episode.base, "predicted")
+        assert np.array_equal(obs["actor"], served.actor) and np.array_equal(obs["critic"], served.critic)
+        doubted += not np.array_equal(served.table, encode(env.episode.snapshot, env.episode.base).table)
+        obs, _, done, _, _ = env.step(env.base_action())
+    assert doubted > 0  # finished peers corrected some limits
+    with pytest.raises(
+        UsageError, match="--runtime-input predicted needs --loop ticks and a base that reads"
+    ):
+        Args(trace="philly", cluster="philly-slice", base="sjf", runtime_input="predicted").check()
+    Args(trace="philly", cluster="philly-slice", base="psjf", loop="ticks", runtime_input="predicted").check()
