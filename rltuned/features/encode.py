@@ -27,8 +27,8 @@ PREDICTED = "predicted"
 RUNTIME_INPUTS = (LIMIT, PREDICTED)
 """What the `requested_time` column holds: the time limit (the paper's), or the limit as the accounting's
 finished peers correct it (`policies/predicted.py`, what `psjf` ranks by; 0 for a job with no peers
-moves nothing). `urgency` and `job_size` stay on the limit either way, so a model given the prediction
-also sees what the user asked for. A model's manifest records which (`runtime_input`)."""
+moves nothing). `job_size` stays on the limit either way, so a model given the prediction also sees
+what the user asked for. A model's manifest records which (`runtime_input`)."""
 
 _CRITIC_COLUMNS = np.array([COLUMN[name] for name in CRITIC], dtype=np.intp)
 _ACTOR_COLUMNS: dict[tuple[str, ...], npt.NDArray[np.intp]] = {}

@@ -82,7 +82,7 @@ def test_the_predicted_runtime_input_moves_only_requested_time_and_only_where_pe
     None
 ):
     """With `runtime="predicted"` the requested_time column holds the limit as finished peers correct it
-    (what psjf ranks by); every other column, urgency and job size included, still reads the limit."""
+    (what psjf ranks by); every other column, job size included, reads what it read before."""
     from dataclasses import replace
 
     from rltuned.domain import History, peer_key
