@@ -134,6 +134,7 @@ class _Broken:
 
     manifest: ClassVar[dict[str, object]] = {}
     path = Path("broken")
+    runtime_input = "limit"
 
     def score_rows(self, actor: np.ndarray, mask: np.ndarray) -> np.ndarray:
         raise RuntimeError("The following operation failed in the TorchScript interpreter")
@@ -232,6 +233,7 @@ def test_a_working_model_ranks_by_its_scores(tmp_path: Path) -> None:
     class _Reversing:
         manifest: ClassVar[dict[str, object]] = {}
         path = Path("last")
+        runtime_input = "limit"
 
         def score_rows(self, actor: np.ndarray, mask: np.ndarray) -> np.ndarray:
             return np.arange(256, dtype=np.float64)  # higher for later rows: the base order reversed
@@ -291,6 +293,7 @@ def test_a_slow_model_is_not_trusted_for_the_tick(tmp_path: Path) -> None:
     class _Slow:
         manifest: ClassVar[dict[str, object]] = {}
         path = Path("slow")
+        runtime_input = "limit"
 
         def score_rows(self, actor: np.ndarray, mask: np.ndarray) -> np.ndarray:
             time.sleep(0.05)
