@@ -26,8 +26,8 @@ LIMIT = "limit"
 PREDICTED = "predicted"
 RUNTIME_INPUTS = (LIMIT, PREDICTED)
 """What the `requested_time` column holds: the time limit (the paper's), or the limit as the accounting's
-finished peers correct it (`policies/predicted.py`, what `psjf` ranks by; 0 for a job with no peers
-moves nothing). `job_size` stays on the limit either way, so a model given the prediction also sees
+finished peers correct it (`policies/predicted.py`, what `psjf` ranks by; a job with no finished peers
+keeps its limit). `job_size` stays on the limit either way, so a model given the prediction also sees
 what the user asked for. A model's manifest records which (`runtime_input`)."""
 
 _CRITIC_COLUMNS = np.array([COLUMN[name] for name in CRITIC], dtype=np.intp)
