@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rltuned.errors import UsageError
+from rltuned.policies.inputs import reads_history
 from rltuned.policies.loglinear import parse_loglinear
 from rltuned.rl import REWARDS
 
@@ -229,8 +230,6 @@ class Args:
 
 
 def _reads_history(base: str) -> bool:
-    from rltuned.policies.inputs import reads_history
-
     try:
         return reads_history(base)
     except KeyError:

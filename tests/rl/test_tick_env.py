@@ -229,8 +229,11 @@ def test_a_teachers_ranking_orders_the_visible_rows_by_its_own_key() -> None:
 
 
 def test_training_on_the_predicted_runtime_sees_the_state_the_daemon_builds_and_needs_the_history() -> None:
-    from rltuned.features import encode
+    from rltuned.features import RUNTIME_INPUTS, encode
+    from rltuned.rl.args import RUNTIME_INPUTS as FLAG_VALUES
     from rltuned.rl.args import Args
+
+    assert FLAG_VALUES == RUNTIME_INPUTS  # the command line's restated list
 
     jobs = philly(600)
     env = TickEnv(jobs, CLUSTER, TickSettings(base="psjf"), "bsld", 200, 200, "dense", "predicted")
