@@ -1,10 +1,12 @@
 """Validation only: how much could any runtime prediction gain as the order, on Philly's noisy limits?
 
 Usage: python scripts/oracle_headroom.py [--draws 10] [--trace philly] [--cluster philly-slice]
+           [--window 1024] [--warmup 512]
+       python scripts/oracle_headroom.py --trace itp --cluster itp-slice --window 256
        python scripts/oracle_headroom.py --spearman [--draws 3]
 
 The first form ranks the queue by oracles that read each job's true runtime, in the daemon's loop
-(training config, no model) on the split's disjoint 1,024-job windows after 512 warm-up jobs, while
+(training config, no model) on the split's disjoint windows (1,024 jobs after 512 warm-up jobs), while
 Slurm's backfill and every reservation keep the noisy limits, beside SJF, SAF and `psjf`:
 - `true-sjf`: the true runtime; the ceiling of any prediction used only for the order;
 - `true-down`: the true runtime where the limit overstates it, else the limit. On a real Slurm a job
@@ -68,8 +70,8 @@ def run(task: tuple[argparse.Namespace, str, int]) -> tuple[str, int, list[tuple
     cluster = load_cluster(args.cluster)
     oracle = TrueRuntime({j.id: float(j.runtime or 0.0) for j in jobs}, order == "true-down")
     out = []
-    for span in disjoint_windows(split_range(len(jobs), args.split), 1024):
-        chunk, warm = span.with_warmup(jobs, 512)
+    for span in disjoint_windows(split_range(len(jobs), args.split), args.window):
+        chunk, warm = span.with_warmup(jobs, args.warmup)
         if order.startswith("true-"):  # the loop's settings are SJF's: the oracle replaces its key only
             result = run_order(cluster, list(chunk), warm, tick_settings(Args(base="sjf")), oracle)
         else:
@@ -155,6 +157,8 @@ def main() -> None:
     parser.add_argument("--cluster", default="philly-slice")
     parser.add_argument("--split", choices=("train", "validation"), default="validation")
     parser.add_argument("--draws", type=int, default=10)
+    parser.add_argument("--window", type=int, default=1024)
+    parser.add_argument("--warmup", type=int, default=512)
     parser.add_argument("--spearman", action="store_true")
     args = parser.parse_args()
     spearman(args) if args.spearman else in_loop(args)
