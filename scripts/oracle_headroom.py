@@ -3,6 +3,7 @@
 Usage: python scripts/oracle_headroom.py [--draws 10] [--trace philly] [--cluster philly-slice]
            [--window 1024] [--warmup 512]
        python scripts/oracle_headroom.py --trace itp --cluster itp-slice --window 256
+       python scripts/oracle_headroom.py --trace wagap --cluster wagap-slice --window 256   # its own limits
        python scripts/oracle_headroom.py --spearman [--draws 3]
 
 The first form ranks the queue by oracles that read each job's true runtime, in the daemon's loop
@@ -34,7 +35,7 @@ from scipy.stats import spearmanr
 
 from rltuned.clusters import load_cluster
 from rltuned.domain import Job, PriorityContext
-from rltuned.estimates import apply_estimates
+from rltuned.estimates import apply_estimates, draw_seeds, resolve_model
 from rltuned.rl.args import Args
 from rltuned.rl.env import reward
 from rltuned.rl.ppo import tick_settings
@@ -66,7 +67,7 @@ class TrueRuntime:
 def run(task: tuple[argparse.Namespace, str, int]) -> tuple[str, int, list[tuple[float, float, float]]]:
     """(bounded slowdown, mean wait, p99 wait) per window of one order on one estimate draw."""
     args, order, draw = task
-    jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, "qssf-noise", draw)
+    jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, args.estimates, draw)
     cluster = load_cluster(args.cluster)
     oracle = TrueRuntime({j.id: float(j.runtime or 0.0) for j in jobs}, order == "true-down")
     out = []
@@ -81,8 +82,14 @@ def run(task: tuple[argparse.Namespace, str, int]) -> tuple[str, int, list[tuple
     return order, draw, out
 
 
+def draws(args: argparse.Namespace) -> range:
+    """The estimate draws: one where the limits are the trace's own (wagap's walltimes)."""
+    jobs = load_trace(resolve_trace(args.trace)).jobs
+    return draw_seeds(resolve_model(args.estimates, jobs), 0, args.draws)
+
+
 def in_loop(args: argparse.Namespace) -> None:
-    tasks = [(args, o, d) for o in ORDERS for d in range(args.draws)]
+    tasks = [(args, o, d) for o in ORDERS for d in draws(args)]
     with ProcessPoolExecutor(2) as pool:
         results = list(pool.map(run, tasks))
     table = {o: np.array([ws for oo, _, ws in results if oo == o]) for o in ORDERS}  # [draw, window, 3]
@@ -97,8 +104,8 @@ def in_loop(args: argparse.Namespace) -> None:
 
 
 def spearman(args: argparse.Namespace) -> None:
-    for draw in range(args.draws):
-        jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, "qssf-noise", draw)
+    for draw in draws(args):
+        jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, args.estimates, draw)
         span = split_range(len(jobs), "train")
         jobs = jobs[span.start : span.stop]
         predictions = offline_predictions(jobs)
@@ -157,6 +164,7 @@ def main() -> None:
     parser.add_argument("--cluster", default="philly-slice")
     parser.add_argument("--split", choices=("train", "validation"), default="validation")
     parser.add_argument("--draws", type=int, default=10)
+    parser.add_argument("--estimates", default="auto", help="auto: the trace's own limits, else qssf-noise")
     parser.add_argument("--window", type=int, default=1024)
     parser.add_argument("--warmup", type=int, default=512)
     parser.add_argument("--spearman", action="store_true")
