@@ -1,4 +1,4 @@
-"""Validation only: how much could any runtime prediction gain as the order, on Philly's noisy limits?
+"""Validation only: how much could any runtime prediction gain as the order, with the limits as they are?
 
 Usage: python scripts/oracle_headroom.py [--draws 10] [--trace philly] [--cluster philly-slice]
            [--window 1024] [--warmup 512]
@@ -8,7 +8,8 @@ Usage: python scripts/oracle_headroom.py [--draws 10] [--trace philly] [--cluste
 
 The first form ranks the queue by oracles that read each job's true runtime, in the daemon's loop
 (training config, no model) on the split's disjoint windows (1,024 jobs after 512 warm-up jobs), while
-Slurm's backfill and every reservation keep the noisy limits, beside SJF, SAF and `psjf`:
+Slurm's backfill and every reservation keep the limits (Philly's and ITP's noisy draws, wagap's own
+walltimes), beside SJF, SAF and `psjf`:
 - `true-sjf`: the true runtime; the ceiling of any prediction used only for the order;
 - `true-down`: the true runtime where the limit overstates it, else the limit. On a real Slurm a job
   never outlives its limit, so a site's predictor can only doubt limits downward (`psjf` does): this is
