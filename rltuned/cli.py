@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from rltuned.clusters import load_cluster
 from rltuned.dataclass_cli import add_fields, from_namespace, parse_grid
 from rltuned.domain import ClusterSpec, Job
 from rltuned.errors import RltunedError, UsageError, exit_with
-from rltuned.estimates import MODELS, apply_estimates
+from rltuned.estimates import MODELS, apply_estimates, draw_seeds, resolve_model
 from rltuned.placement.milp import MAX_K, MilpConfig
 from rltuned.policies import POLICIES
 from rltuned.rl import ENGINES, LOOPS, METRIC_NAMES, REWARDS
@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_evaluate(sub)
     _add_tune(sub)
+    _add_headroom(sub)
     _add_fidelity(sub)
     _add_control(sub)
     return parser
@@ -277,6 +278,80 @@ def cmd_tune(args: argparse.Namespace) -> int:
     elif result.current.weights.size_relative:
         print("# PriorityFlags: remove SMALL_RELATIVE_TO_TIME, keep your other flags")
     print("\n".join(lines))
+    return 0
+
+
+def _add_headroom(sub: argparse._SubParsersAction[_Parser]) -> None:
+    hr = sub.add_parser(
+        "headroom",
+        help="what knowing each job's true runtime would gain as the order over every heuristic, on a "
+        "trace's training or validation split (the ceiling of any runtime prediction)",
+    )
+    hr.add_argument("--trace", required=True)
+    hr.add_argument("--cluster", required=True, help="preset name or a saved `sinfo --json`")
+    hr.add_argument("--split", choices=("train", "validation"), default="validation")
+    hr.add_argument("--slurm-config", type=Path, help="saved `scontrol show config`: the Slurm modelled")
+    hr.add_argument("--estimates", choices=MODELS, default="auto")
+    hr.add_argument("--estimates-seed", type=int, default=0, help="the first draw of the limits")
+    hr.add_argument("--draws", type=int, default=3, help="draws of the limits (one for a trace's own)")
+    hr.add_argument("--window", type=int, help="jobs per window (default: 1,024, or 512 or 256 to get six)")
+    hr.add_argument("--warmup", type=int, default=512)
+    hr.add_argument("--json", action="store_true")
+
+
+def cmd_headroom(args: argparse.Namespace) -> int:
+    from rltuned.rl.evaluate import tick_settings_of
+    from rltuned.rl.headroom import LimitProfile, best_heuristic, headroom, room
+    from rltuned.rl.standings import render_standings
+    from rltuned.sim.slurm_config import params_from_file
+
+    _require(args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
+    _require(args.draws >= 1, f"--draws must be >= 1, got {args.draws}")
+    cluster = load_cluster(args.cluster)
+    trace = load_trace(_trace_path(args.trace)).jobs
+    estimates = resolve_model(args.estimates, trace)
+    seeds = draw_seeds(estimates, args.estimates_seed, args.draws)
+    draws = [apply_estimates(trace, estimates, seed)[0] for seed in seeds]
+    jobs = draws[0]
+    span = split_range(len(jobs), args.split)
+    _require(args.window is None or 0 < args.window <= len(span),
+             f"--window must be 1 to the split's {len(span)} jobs, got {args.window}")  # fmt: skip
+    windows = disjoint_windows(span, args.window)
+    settings = tick_settings_of({}, "sjf")
+    if args.slurm_config is not None:
+        settings = replace(settings, slurm=params_from_file(args.slurm_config))
+    rows = headroom(draws, cluster, settings, windows, args.warmup)
+    best = best_heuristic(rows)
+    profile = LimitProfile.of(jobs[span.start : span.stop])  # the first draw's
+    gains = room(rows, len(seeds))
+    size = windows[0].stop - windows[0].start
+    if args.json:
+        body = {
+            "trace": args.trace, "cluster": cluster.name, "split": args.split, "estimates": estimates,
+            "estimates_seeds": list(seeds), "windows": len(windows), "jobs_per_window": size,
+            "warmup_jobs": args.warmup, "limits": asdict(profile), "best_heuristic": best.name,
+            "gap_over_best": gains,
+            "rows": [{"name": r.name, **{k: r.mean(k) for k in ("avg_bsld", "avg_wait_s", "p99_wait_s")},
+                      "per_window": [m.avg_bsld for m in r.windows]} for r in rows],
+        }  # fmt: skip
+        print(json.dumps(body, indent=2))
+        return 0
+    head = f"{args.trace} on {cluster.name}, {args.split} split, {len(windows)} x {size} jobs"
+    drawn = f" (draws {seeds.start}-{seeds.stop - 1})" if len(seeds) > 1 else ""
+    print(f"# rltunectl headroom: {head} after {args.warmup} warm-up, limits {estimates}{drawn}")
+    print(
+        f"# limits: median use {profile.median_use:.2f} of the limit; {profile.under_tenth:.0%} of jobs"
+        f" ran under a tenth of theirs; {profile.past_limit:.0%} ran past it"
+    )
+    print(render_standings(rows))
+    print(f"# the best heuristic here: {best.name}, bounded slowdown {best.mean('avg_bsld'):.3f}")
+    down = gains["exact-down"]
+    low, high = down["interval"]
+    print(
+        f"# exact-down, an order that knew the runtime of every overstated limit: {down['gap']:+.1%} per"
+        f" window over it [{low:+.1%}, {high:+.1%}] ({down['wins']} W / {down['losses']} L of"
+        f" {len(best.windows)}): the most a runtime prediction could gain as the order"
+    )
     return 0
 
 
@@ -784,6 +859,7 @@ COMMANDS = {
     "sweep": cmd_sweep,
     "evaluate": cmd_evaluate,
     "tune": cmd_tune,
+    "headroom": cmd_headroom,
     "fidelity": cmd_fidelity,
     **{
         name: cmd_control

@@ -19,7 +19,8 @@ the training split (finish approximated as submit + runtime, as `policies/predic
 were chosen): the rank correlation with the true runtime of the limit, of `psjf`'s rule, of a
 posterior median (the job's peer group's finished runtimes as the prior, the limit-to-runtime ratios
 of finished jobs as the likelihood: both are in sacct), and of `true-down`. The oracles are orders of
-this study, never policies: no daemon can read a runtime before the job ends. Never the test split.
+this study, never policies: no daemon can read a runtime before the job ends (`rl/headroom.py`; `rltunectl
+headroom` runs the first form on any trace, against every heuristic, on one draw). Never the test split.
 """
 
 from __future__ import annotations
@@ -28,17 +29,17 @@ import argparse
 import math
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from scipy.stats import spearmanr
 
 from rltuned.clusters import load_cluster
-from rltuned.domain import Job, PriorityContext
+from rltuned.domain import Job
 from rltuned.estimates import apply_estimates, draw_seeds, resolve_model
 from rltuned.rl.args import Args
 from rltuned.rl.env import reward
+from rltuned.rl.headroom import oracle
 from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.rl.validation import gap_summary
@@ -51,31 +52,17 @@ ORDERS = ("sjf", "saf", "psjf", "true-sjf", "true-down")
 MIN_S = 1.0
 
 
-@dataclass(frozen=True)
-class TrueRuntime:
-    """An oracle order: the true runtime (`down`: only where it is below the limit)."""
-
-    runtimes: dict[int, float]
-    down: bool
-    name: str = "oracle"
-    dynamic: bool = False
-
-    def key(self, job: Job, ctx: PriorityContext) -> float:
-        true = self.runtimes[job.id]
-        return max(min(true, job.estimate) if self.down else true, MIN_S)
-
-
 def run(task: tuple[argparse.Namespace, str, int]) -> tuple[str, int, list[tuple[float, float, float]]]:
     """(bounded slowdown, mean wait, p99 wait) per window of one order on one estimate draw."""
     args, order, draw = task
     jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, args.estimates, draw)
     cluster = load_cluster(args.cluster)
-    oracle = TrueRuntime({j.id: float(j.runtime or 0.0) for j in jobs}, order == "true-down")
+    known = oracle("exact-down" if order == "true-down" else "exact", jobs)
     out = []
     for span in disjoint_windows(split_range(len(jobs), args.split), args.window):
         chunk, warm = span.with_warmup(jobs, args.warmup)
         if order.startswith("true-"):  # the loop's settings are SJF's: the oracle replaces its key only
-            result = run_order(cluster, list(chunk), warm, tick_settings(Args(base="sjf")), oracle)
+            result = run_order(cluster, list(chunk), warm, tick_settings(Args(base="sjf")), known)
         else:
             result = run_ticks(cluster, list(chunk), warm, tick_settings(Args(base=order)))
         m = compute_metrics(result)

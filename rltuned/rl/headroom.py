@@ -1,0 +1,125 @@
+"""What knowing each job's true runtime would be worth as the order: the ceiling of any runtime prediction.
+
+Every order that came near the best heuristic on the bundled traces, learned or hand-made, gained
+through runtime information that the limits lack (docs/training.md, "How much runtime knowledge could the
+order gain?"). So an admin's first question about their own history is how much room that information
+leaves. If an order that knew every overstated limit's true runtime gains little over SAF, no model
+or predictor will gain more. If it gains much, what remains to ask is whether anything in Slurm's
+accounting predicts it.
+
+Two oracle orders replace the base's key in the daemon's loop (`sim.ticks.run_order`). Slurm's
+backfill and its reservations keep the limits as they are:
+- `exact-down`: the true runtime where the limit overstates it, else the limit. On Slurm a job never
+  outlives its limit, so what a predictor can correct is an overstated limit: this is its ceiling.
+- `exact`: the true runtime everywhere. Where limits fall below runtimes (simulated noise draws
+  such limits), it also knows those.
+Both read what only the simulator knows. They are orders of this study, never policies a daemon serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from rltuned.domain import ClusterSpec, Job, PriorityContext
+from rltuned.rl.env import reward
+from rltuned.rl.standings import Standing, contenders, run_contender
+from rltuned.rl.validation import gap_record
+from rltuned.sim.metrics import Metrics, compute_metrics
+from rltuned.sim.runner import Window
+from rltuned.sim.ticks import TickSettings, run_order
+
+ORACLES = ("exact-down", "exact")
+MIN_RUNTIME_S = 1.0
+
+
+@dataclass(frozen=True)
+class TrueRuntime:
+    """An oracle order: each job by its true runtime (with `down`, only where that is below its limit)."""
+
+    runtimes: Mapping[int, float]
+    down: bool
+    name: str = "exact"
+    dynamic: bool = False
+
+    def key(self, job: Job, ctx: PriorityContext) -> float:
+        true = self.runtimes[job.id]
+        return max(min(true, job.estimate) if self.down else true, MIN_RUNTIME_S)
+
+
+def oracle(name: str, jobs: Sequence[Job]) -> TrueRuntime:
+    if name not in ORACLES:
+        raise ValueError(f"oracle must be one of {ORACLES}, got {name!r}")
+    runtimes = {j.id: j.runtime if j.runtime is not None else j.estimate for j in jobs}
+    return TrueRuntime(runtimes, down=name == "exact-down", name=name)
+
+
+@dataclass(frozen=True)
+class LimitProfile:
+    """How the limits relate to the runtimes: the information an oracle has and a scheduler lacks."""
+
+    jobs: int
+    median_use: float
+    """The median of runtime / limit."""
+    under_tenth: float
+    """The share of jobs that ran under a tenth of their limit."""
+    past_limit: float
+    """The share of jobs that ran past their limit (none on a Slurm that enforces limits)."""
+
+    @classmethod
+    def of(cls, jobs: Sequence[Job]) -> LimitProfile:
+        timed = [(j.runtime, j.estimate) for j in jobs if j.runtime is not None]
+        if not timed:
+            return cls(0, float("nan"), float("nan"), float("nan"))
+        use = np.array([run / max(limit, MIN_RUNTIME_S) for run, limit in timed])
+        return cls(len(use), float(np.median(use)), float(np.mean(use < 0.1)), float(np.mean(use > 1.0)))
+
+
+def headroom(
+    draws: Sequence[Sequence[Job]],
+    cluster: ClusterSpec,
+    settings: TickSettings,
+    windows: Sequence[Window],
+    warmup: int,
+    progress: Callable[[], None] | None = None,
+) -> list[Standing]:
+    """The two oracles, then every order an admin could run instead (`standings.contenders`, Slurm alone
+    included), each on every window of every draw of the limits (`draws`: the trace's jobs with each
+    draw's limits). The oracles run in SJF's loop, with their key in place of SJF's."""
+    names = contenders(settings, tuned=False)
+    per: dict[str, list[Metrics]] = {name: [] for name in [*ORACLES, *names]}
+    loop = replace(settings, base="sjf")
+    for jobs in draws:
+        orders = {name: oracle(name, jobs) for name in ORACLES}
+        for window in windows:
+            chunk, warm = window.with_warmup(jobs, warmup)
+            for name, order in orders.items():
+                per[name].append(compute_metrics(run_order(cluster, chunk, warm, loop, order)))
+            for name in names:
+                per[name].append(compute_metrics(run_contender(name, cluster, chunk, warm, settings)))
+            if progress is not None:
+                progress()
+    return [Standing(name, tuple(ms)) for name, ms in per.items()]
+
+
+def best_heuristic(rows: Sequence[Standing], key: str = "avg_bsld") -> Standing:
+    """The contender with the lowest mean of `key`: what the oracles' room is measured from."""
+    return min((r for r in rows if r.name not in ORACLES), key=lambda r: r.mean(key))
+
+
+def room(rows: Sequence[Standing], draws: int) -> dict[str, dict[str, Any]]:
+    """Each oracle's per-window gap in bounded slowdown over the best heuristic (`validation.gap_record`:
+    the mean, its 90% window-bootstrap interval, wins and losses), the measure every choice in this
+    project is made on. The best heuristic is chosen on these very windows, which flatters it: the
+    room is, if anything, understated."""
+    best = best_heuristic(rows)
+    by_name = {r.name: r for r in rows}
+    out = {}
+    for name in ORACLES:
+        pairs = zip(best.windows, by_name[name].windows, strict=True)
+        gaps = np.array([reward(b.avg_bsld, o.avg_bsld, "bsld") for b, o in pairs]).reshape(draws, -1).T
+        out[name] = gap_record(gaps)
+    return out
