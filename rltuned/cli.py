@@ -285,7 +285,7 @@ def _add_headroom(sub: argparse._SubParsersAction[_Parser]) -> None:
     hr = sub.add_parser(
         "headroom",
         help="what knowing each job's true runtime would gain as the order over every heuristic, on a "
-        "trace's training or validation split (the ceiling of any runtime prediction)",
+        "trace's training or validation split: how much room runtime information leaves",
     )
     hr.add_argument("--trace", required=True)
     hr.add_argument("--cluster", required=True, help="preset name or a saved `sinfo --json`")
@@ -317,12 +317,13 @@ def cmd_headroom(args: argparse.Namespace) -> int:
     _require(args.window is None or 0 < args.window <= len(span),
              f"--window must be 1 to the split's {len(span)} jobs, got {args.window}")  # fmt: skip
     windows = disjoint_windows(span, args.window)
-    settings = tick_settings_of({}, "sjf")
+    profile = LimitProfile.of(jobs[span.start : span.stop])  # the first draw's
+    _require(profile.jobs > 0, f"--trace {args.trace}: no job of the split has a runtime to know")
+    settings = tick_settings_of({}, "sjf")  # what train and evaluate model: placement levers off
     if args.slurm_config is not None:
         settings = replace(settings, slurm=params_from_file(args.slurm_config))
     rows = headroom(draws, cluster, settings, windows, args.warmup)
     best = best_heuristic(rows)
-    profile = LimitProfile.of(jobs[span.start : span.stop])  # the first draw's
     gains = room(rows, len(seeds))
     size = windows[0].stop - windows[0].start
     if args.json:
@@ -350,7 +351,7 @@ def cmd_headroom(args: argparse.Namespace) -> int:
     print(
         f"# exact-down, an order that knew the runtime of every overstated limit: {down['gap']:+.1%} per"
         f" window over it [{low:+.1%}, {high:+.1%}] ({down['wins']} W / {down['losses']} L of"
-        f" {len(best.windows)}): the most a runtime prediction could gain as the order"
+        f" {len(best.windows)}): the room runtime information leaves for the order (W/L/T: exact-down's)"
     )
     return 0
 

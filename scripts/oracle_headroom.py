@@ -10,17 +10,17 @@ The first form ranks the queue by oracles that read each job's true runtime, in 
 (training config, no model) on the split's disjoint windows (1,024 jobs after 512 warm-up jobs), while
 Slurm's backfill and every reservation keep the limits (Philly's and ITP's noisy draws, wagap's own
 walltimes), beside SJF, SAF and `psjf`:
-- `true-sjf`: the true runtime; the ceiling of any prediction used only for the order;
-- `true-down`: the true runtime where the limit overstates it, else the limit. On a real Slurm a job
+- `exact`: the true runtime (`rl/headroom.py`'s oracles);
+- `exact-down`: the true runtime where the limit overstates it, else the limit. On a real Slurm a job
   never outlives its limit, so a site's predictor can only doubt limits downward (`psjf` does): this is
-  the ceiling of such a predictor here.
+  SJF's order with every correction such a predictor could make.
 The second form asks how much of that a prediction from the accounting history can reach, offline on
 the training split (finish approximated as submit + runtime, as `policies/predicted.py`'s constants
 were chosen): the rank correlation with the true runtime of the limit, of `psjf`'s rule, of a
 posterior median (the job's peer group's finished runtimes as the prior, the limit-to-runtime ratios
-of finished jobs as the likelihood: both are in sacct), and of `true-down`. The oracles are orders of
+of finished jobs as the likelihood: both are in sacct), and of `exact-down`. The oracles are orders of
 this study, never policies: no daemon can read a runtime before the job ends (`rl/headroom.py`; `rltunectl
-headroom` runs the first form on any trace, against every heuristic, on one draw). Never the test split.
+headroom` runs the first form on any trace, against every heuristic, on three draws). Never the test split.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from rltuned.domain import Job
 from rltuned.estimates import apply_estimates, draw_seeds, resolve_model
 from rltuned.rl.args import Args
 from rltuned.rl.env import reward
-from rltuned.rl.headroom import oracle
+from rltuned.rl.headroom import MIN_RUNTIME_S, oracle
 from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.rl.validation import gap_summary
@@ -48,8 +48,7 @@ from rltuned.sim.ticks import run_order, run_ticks
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
-ORDERS = ("sjf", "saf", "psjf", "true-sjf", "true-down")
-MIN_S = 1.0
+ORDERS = ("sjf", "saf", "psjf", "exact", "exact-down")
 
 
 def run(task: tuple[argparse.Namespace, str, int]) -> tuple[str, int, list[tuple[float, float, float]]]:
@@ -57,11 +56,11 @@ def run(task: tuple[argparse.Namespace, str, int]) -> tuple[str, int, list[tuple
     args, order, draw = task
     jobs, _ = apply_estimates(load_trace(resolve_trace(args.trace)).jobs, args.estimates, draw)
     cluster = load_cluster(args.cluster)
-    known = oracle("exact-down" if order == "true-down" else "exact", jobs)
+    known = oracle(order, jobs) if order.startswith("exact") else None
     out = []
     for span in disjoint_windows(split_range(len(jobs), args.split), args.window):
         chunk, warm = span.with_warmup(jobs, args.warmup)
-        if order.startswith("true-"):  # the loop's settings are SJF's: the oracle replaces its key only
+        if known is not None:  # the loop's settings are SJF's: the oracle replaces its key only
             result = run_order(cluster, list(chunk), warm, tick_settings(Args(base="sjf")), known)
         else:
             result = run_ticks(cluster, list(chunk), warm, tick_settings(Args(base=order)))
@@ -84,11 +83,11 @@ def in_loop(args: argparse.Namespace) -> None:
     for order in ORDERS:
         t = table[order]
         bsld, wait, p99 = (t[..., k].mean() for k in range(3))
-        print(f"{order:9s} bsld {bsld:.3f}  wait {wait:,.0f} s  p99 {p99:,.0f} s")
+        print(f"{order:10s} bsld {bsld:.3f}  wait {wait:,.0f} s  p99 {p99:,.0f} s")
         for ref in ("saf", "psjf"):
             if ref != order:
                 gaps = np.vectorize(lambda b, a: reward(b, a, "bsld"))(table[ref][..., 0], t[..., 0]).T
-                print(f"          over {ref}: {gap_summary(gaps)}")
+                print(f"           over {ref}: {gap_summary(gaps)}")
 
 
 def spearman(args: argparse.Namespace) -> None:
@@ -109,8 +108,8 @@ def spearman(args: argparse.Namespace) -> None:
 
 def offline_predictions(jobs: list[Job], prior_jobs: int = 200) -> dict[str, npt.NDArray[np.float64]]:
     submit = np.array([j.submit for j in jobs])
-    runtime = np.maximum(np.array([j.runtime or 0.0 for j in jobs]), MIN_S)
-    limit = np.maximum(np.array([j.estimate for j in jobs]), MIN_S)
+    runtime = np.maximum(np.array([j.runtime or 0.0 for j in jobs]), MIN_RUNTIME_S)
+    limit = np.maximum(np.array([j.estimate for j in jobs]), MIN_RUNTIME_S)
     finish = submit + runtime
     edges = np.arange(-8.0, 8.0001, 0.1)
     counts, _ = np.histogram(np.log(limit[: len(jobs) // 4] / runtime[: len(jobs) // 4]), bins=edges)
@@ -126,7 +125,7 @@ def offline_predictions(jobs: list[Job], prior_jobs: int = 200) -> dict[str, npt
             if len(done) == 0:
                 continue
             last = done[np.argsort(finish[done], kind="stable")][-3:]
-            ceiling = max(float(np.median(runtime[last])), MIN_S) * math.exp(0.5)
+            ceiling = max(float(np.median(runtime[last])), MIN_RUNTIME_S) * math.exp(0.5)
             psjf[i] = limit[i] if limit[i] <= ceiling else math.sqrt(limit[i] * ceiling)
             prior = np.log(runtime[done[-prior_jobs:]])
             ratio = math.log(limit[i]) - prior
@@ -142,7 +141,7 @@ def offline_predictions(jobs: list[Job], prior_jobs: int = 200) -> dict[str, npt
         "psjf": psjf,
         "posterior median": posterior,
         "min(limit, posterior)": np.minimum(limit, posterior),
-        "true-down": np.minimum(limit, runtime),
+        "exact-down": np.minimum(limit, runtime),
     }
 
 

@@ -1,4 +1,4 @@
-"""What knowing each job's true runtime would be worth as the order: the ceiling of any runtime prediction.
+"""What knowing each job's true runtime would be worth as the order: how much room runtime information leaves.
 
 Every order that came near the best heuristic on the bundled traces, learned or hand-made, gained
 through runtime information that the limits lack (docs/training.md, "How much runtime knowledge could the
@@ -10,7 +10,9 @@ accounting predicts it.
 Two oracle orders replace the base's key in the daemon's loop (`sim.ticks.run_order`). Slurm's
 backfill and its reservations keep the limits as they are:
 - `exact-down`: the true runtime where the limit overstates it, else the limit. On Slurm a job never
-  outlives its limit, so what a predictor can correct is an overstated limit: this is its ceiling.
+  outlives its limit, so what a predictor can correct is an overstated limit: this is SJF's order with
+  every correction made. A gauge, not a strict bound: the same runtimes in another order (an area
+  order, as SAF's) can do better (docs/training.md).
 - `exact`: the true runtime everywhere. Where limits fall below runtimes (simulated noise draws
   such limits), it also knows those.
 Both read what only the simulator knows. They are orders of this study, never policies a daemon serves.
@@ -51,6 +53,7 @@ class TrueRuntime:
 
 
 def oracle(name: str, jobs: Sequence[Job]) -> TrueRuntime:
+    """`name` (one of `ORACLES`) over `jobs`; a job without a runtime is known by its limit."""
     if name not in ORACLES:
         raise ValueError(f"oracle must be one of {ORACLES}, got {name!r}")
     runtimes = {j.id: j.runtime if j.runtime is not None else j.estimate for j in jobs}
@@ -113,9 +116,11 @@ def best_heuristic(rows: Sequence[Standing], key: str = "avg_bsld") -> Standing:
 def room(rows: Sequence[Standing], draws: int) -> dict[str, dict[str, Any]]:
     """Each oracle's per-window gap in bounded slowdown over the best heuristic (`validation.gap_record`:
     the mean, its 90% window-bootstrap interval, wins and losses), the measure every choice in this
-    project is made on. The best heuristic is chosen on these very windows, which flatters it: the
-    room is, if anything, understated."""
+    project is made on. The best heuristic is chosen on these very windows, which favours it. Rows hold
+    `draws` draws of the same windows, draw after draw (`headroom`)."""
     best = best_heuristic(rows)
+    if len(best.windows) % draws:
+        raise ValueError(f"{len(best.windows)} window-draws do not split into {draws} draws")
     by_name = {r.name: r for r in rows}
     out = {}
     for name in ORACLES:

@@ -32,8 +32,8 @@ def test_exact_reads_the_true_runtime_and_exact_down_only_where_the_limit_overst
 
 def test_the_oracle_starts_the_job_whose_long_limit_hides_a_short_run_first() -> None:
     """One GPU, busy until t = 100; at the tick at t = 60 two jobs wait: one asked for 5,000 s and runs
-    10, the other asked for and runs 100. SJF ranks the second first; the oracle the first, so that it
-    waits 10 s less than the other would have."""
+    10, the other asked for and runs 100. SJF ranks the second first; the oracle the first, which then
+    waits 100 s less, and the other 10 s more."""
     one = cluster(("V100", 1, 1))
     jobs = [job(0, 0.0, 1, 100.0), job(1, 1.0, 1, runtime=10.0, estimate=5000.0), job(2, 2.0, 1, 100.0)]
     settings = tick_settings_of({}, "sjf")
@@ -62,15 +62,15 @@ def test_the_room_is_measured_from_the_best_heuristic_never_from_an_oracle() -> 
 
 
 def test_the_room_is_the_mean_per_window_gap_over_every_window_and_draw() -> None:
-    """Two draws of two windows (draw-major): the oracle halves the first draw's windows, ties the rest."""
-    rows = [
-        _row("exact-down", 1.0, 1.0, 2.0, 2.0),
-        _row("exact", 1.0, 1.0, 1.0, 1.0),
-        _row("saf", 2, 2, 2, 2),
-    ]
+    """Two draws of two windows, draw after draw. Per window, not pooled: the oracle halves a window of
+    4 and ties one of 100 (pooled it would read +1.9%). The interval resamples windows with both their
+    draws: window 0 always gains half, window 1 nothing, so a bootstrap mean lies in [0, 0.5]."""
+    rows = [_row("exact-down", 2, 100, 2, 100), _row("exact", 2, 100, 2, 100), _row("saf", 4, 100, 4, 100)]
     down = room(rows, draws=2)["exact-down"]
     assert down["gap"] == pytest.approx(0.25) and (down["wins"], down["losses"]) == (2, 0)
-    assert room(rows, draws=2)["exact"]["gap"] == pytest.approx(0.5)
+    assert 0.0 <= down["interval"][0] < 0.25 < down["interval"][1] <= 0.5
+    with pytest.raises(ValueError, match="do not split into 3 draws"):
+        room(rows, draws=3)
 
 
 def test_headroom_runs_the_oracles_and_every_contender_on_the_same_windows() -> None:
