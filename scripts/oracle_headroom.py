@@ -39,12 +39,12 @@ from rltuned.domain import Job
 from rltuned.estimates import apply_estimates, draw_seeds, resolve_model
 from rltuned.rl.args import Args
 from rltuned.rl.env import reward
-from rltuned.rl.headroom import MIN_RUNTIME_S, oracle
+from rltuned.rl.headroom import MIN_RUNTIME_S, oracle, run_oracle
 from rltuned.rl.ppo import tick_settings
 from rltuned.rl.splits import disjoint_windows, split_range
 from rltuned.rl.validation import gap_summary
 from rltuned.sim.metrics import compute_metrics
-from rltuned.sim.ticks import run_order, run_ticks
+from rltuned.sim.ticks import run_ticks
 from rltuned.traces import load_trace
 from rltuned.traces.bundled import resolve_trace
 
@@ -60,8 +60,8 @@ def run(task: tuple[argparse.Namespace, str, int]) -> tuple[str, int, list[tuple
     out = []
     for span in disjoint_windows(split_range(len(jobs), args.split), args.window):
         chunk, warm = span.with_warmup(jobs, args.warmup)
-        if known is not None:  # the loop's settings are SJF's: the oracle replaces its key only
-            result = run_order(cluster, list(chunk), warm, tick_settings(Args(base="sjf")), known)
+        if known is not None:
+            result = run_oracle(known, cluster, list(chunk), warm, tick_settings(Args(base="sjf")))
         else:
             result = run_ticks(cluster, list(chunk), warm, tick_settings(Args(base=order)))
         m = compute_metrics(result)

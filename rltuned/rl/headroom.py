@@ -32,6 +32,7 @@ from rltuned.rl.standings import Standing, contenders, run_contender
 from rltuned.rl.validation import gap_record
 from rltuned.sim.metrics import Metrics, compute_metrics
 from rltuned.sim.runner import Window
+from rltuned.sim.simulator import SimResult
 from rltuned.sim.ticks import TickSettings, run_order
 
 ORACLES = ("exact-down", "exact")
@@ -58,6 +59,14 @@ def oracle(name: str, jobs: Sequence[Job]) -> TrueRuntime:
         raise ValueError(f"oracle must be one of {ORACLES}, got {name!r}")
     runtimes = {j.id: j.runtime if j.runtime is not None else j.estimate for j in jobs}
     return TrueRuntime(runtimes, down=name == "exact-down", name=name)
+
+
+def run_oracle(
+    order: TrueRuntime, cluster: ClusterSpec, jobs: Sequence[Job], warm: int, settings: TickSettings
+) -> SimResult:
+    """One window ranked by an oracle: SJF's loop (its settings, its inputs), with the oracle's key in
+    place of SJF's, so that the oracle and SJF differ only by what they know."""
+    return run_order(cluster, jobs, warm, replace(settings, base="sjf"), order)
 
 
 @dataclass(frozen=True)
@@ -91,16 +100,15 @@ def headroom(
 ) -> list[Standing]:
     """The two oracles, then every order an admin could run instead (`standings.contenders`, Slurm alone
     included), each on every window of every draw of the limits (`draws`: the trace's jobs with each
-    draw's limits). The oracles run in SJF's loop, with their key in place of SJF's."""
+    draw's limits)."""
     names = contenders(settings, tuned=False)
     per: dict[str, list[Metrics]] = {name: [] for name in [*ORACLES, *names]}
-    loop = replace(settings, base="sjf")
     for jobs in draws:
         orders = {name: oracle(name, jobs) for name in ORACLES}
         for window in windows:
             chunk, warm = window.with_warmup(jobs, warmup)
             for name, order in orders.items():
-                per[name].append(compute_metrics(run_order(cluster, chunk, warm, loop, order)))
+                per[name].append(compute_metrics(run_oracle(order, cluster, chunk, warm, settings)))
             for name in names:
                 per[name].append(compute_metrics(run_contender(name, cluster, chunk, warm, settings)))
             if progress is not None:

@@ -1,4 +1,4 @@
-"""The ceiling of any runtime prediction as the order: oracles that know each job's true runtime."""
+"""How much room runtime information leaves for the order: oracles that know each job's true runtime."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from rltuned.cli import main
 from rltuned.domain import PriorityContext
 from rltuned.rl.evaluate import tick_settings_of
-from rltuned.rl.headroom import ORACLES, LimitProfile, best_heuristic, headroom, oracle, room
+from rltuned.rl.headroom import ORACLES, LimitProfile, best_heuristic, headroom, oracle, room, run_oracle
 from rltuned.rl.standings import Standing, contenders
 from rltuned.sim.metrics import Metrics
 from rltuned.sim.runner import Window
-from rltuned.sim.ticks import run_order, run_ticks
+from rltuned.sim.ticks import run_ticks
 from tests.builders import cluster, job
 
 CTX = PriorityContext(now=0.0, total_gpus=1)
@@ -37,10 +37,10 @@ def test_the_oracle_starts_the_job_whose_long_limit_hides_a_short_run_first() ->
     one = cluster(("V100", 1, 1))
     jobs = [job(0, 0.0, 1, 100.0), job(1, 1.0, 1, runtime=10.0, estimate=5000.0), job(2, 2.0, 1, 100.0)]
     settings = tick_settings_of({}, "sjf")
-    starts = {r.job.id: r.start for r in run_ticks(one, jobs, 0, settings).records}
-    end = {r.job.id: r.end for r in run_ticks(one, jobs, 0, settings).records}
+    sjf = run_ticks(one, jobs, 0, settings).records
+    starts, end = {r.job.id: r.start for r in sjf}, {r.job.id: r.end for r in sjf}
     assert starts[2] == end[0] and starts[1] == end[2]  # SJF: the 100 s limit first
-    known = run_order(one, jobs, 0, settings, oracle("exact-down", jobs)).records
+    known = run_oracle(oracle("exact-down", jobs), one, jobs, 0, settings).records
     starts = {r.job.id: r.start for r in known}
     assert starts[1] == end[0] and starts[2] == end[0] + 10.0  # the true 10 s run first
 
