@@ -10,7 +10,18 @@ import pytest
 from rltuned.cli import main
 from rltuned.domain import PriorityContext
 from rltuned.rl.evaluate import tick_settings_of
-from rltuned.rl.headroom import ORACLES, LimitProfile, best_heuristic, headroom, oracle, room, run_oracle
+from rltuned.rl.headroom import (
+    GAUGES,
+    ORACLES,
+    SELECTOR,
+    LimitProfile,
+    best_heuristic,
+    best_per_window,
+    headroom,
+    oracle,
+    room,
+    run_oracle,
+)
 from rltuned.rl.standings import Standing, contenders
 from rltuned.sim.metrics import Metrics
 from rltuned.sim.runner import Window
@@ -57,15 +68,34 @@ def _row(name: str, *bsld: float) -> Standing:
 
 
 def test_the_room_is_measured_from_the_best_heuristic_never_from_an_oracle() -> None:
-    rows = [_row("exact-down", 2.0), _row("exact", 1.5), _row("sjf", 3.0), _row("saf", 2.5)]
+    rows = [
+        _row("exact-down", 2.0),
+        _row("exact", 1.5),
+        _row(SELECTOR, 2.2),
+        _row("sjf", 3.0),
+        _row("saf", 2.5),
+    ]
     assert best_heuristic(rows).name == "saf"
+
+
+def test_best_per_window_takes_each_windows_winner_so_it_is_never_behind_the_best_heuristic() -> None:
+    """SJF wins the first window and SAF the other two; SAF is the best heuristic over all three. The
+    selector reads SJF's first window and SAF's others: +10% in window 0, nothing in the rest."""
+    sjf, saf = _row("sjf", 3.6, 5.0, 2.0), _row("saf", 4.0, 4.0, 1.0)
+    picked = best_per_window([sjf, saf])
+    assert picked.name == SELECTOR and [m.avg_bsld for m in picked.windows] == [3.6, 4.0, 1.0]
+    rows = [_row("exact-down", 3.0, 3.0, 1.0), _row("exact", 3.0, 3.0, 1.0), picked, sjf, saf]
+    gaps = room(rows, draws=1)
+    assert set(gaps) == set(GAUGES) and best_heuristic(rows).name == "saf"
+    assert gaps[SELECTOR]["gap"] == pytest.approx(0.1 / 3) and gaps[SELECTOR]["losses"] == 0
 
 
 def test_the_room_is_the_mean_per_window_gap_over_every_window_and_draw() -> None:
     """Two draws of two windows, draw after draw. Per window, not pooled: the oracle halves a window of
     4 and ties one of 100 (pooled it would read +1.9%). The interval resamples windows with both their
     draws: window 0 always gains half, window 1 nothing, so a bootstrap mean lies in [0, 0.5]."""
-    rows = [_row("exact-down", 2, 100, 2, 100), _row("exact", 2, 100, 2, 100), _row("saf", 4, 100, 4, 100)]
+    saf = _row("saf", 4, 100, 4, 100)
+    rows = [_row("exact-down", 2, 100, 2, 100), _row("exact", 2, 100, 2, 100), best_per_window([saf]), saf]
     down = room(rows, draws=2)["exact-down"]
     assert down["gap"] == pytest.approx(0.25) and (down["wins"], down["losses"]) == (2, 0)
     assert 0.0 <= down["interval"][0] < 0.25 < down["interval"][1] <= 0.5
@@ -78,9 +108,12 @@ def test_headroom_runs_the_oracles_and_every_contender_on_the_same_windows() -> 
     jobs = [job(i, 10.0 * i, 1, runtime=30.0 + 40.0 * (i % 3), estimate=600.0) for i in range(24)]
     settings = tick_settings_of({}, "sjf")
     rows = headroom([jobs], one, settings, [Window(4, 14), Window(14, 24)], 4)
-    assert [r.name for r in rows] == [*ORACLES, *contenders(settings, tuned=False)]
+    assert [r.name for r in rows] == [*ORACLES, SELECTOR, *contenders(settings, tuned=False)]
     assert all(len(r.windows) == 2 for r in rows)
     by_name = {r.name: r for r in rows}
+    heuristics = rows[len(GAUGES) :]
+    for w, picked in enumerate(by_name[SELECTOR].windows):  # each window's own best heuristic
+        assert picked.avg_bsld == min(r.windows[w].avg_bsld for r in heuristics)
     # Every limit overstates its run: the two oracles know the same, and SJF sees only equal limits.
     assert by_name["exact"].windows == by_name["exact-down"].windows
     assert by_name["exact-down"].mean("avg_bsld") < by_name["sjf"].mean("avg_bsld")
@@ -99,18 +132,42 @@ def test_the_command_prints_the_room_over_the_best_heuristic_on_validation(
     assert done.value.code == 0
     body = json.loads(capsys.readouterr().out)
     names = [r["name"] for r in body["rows"]]
-    assert names == [*ORACLES, *contenders(tick_settings_of({}, "sjf"), tuned=False)]
+    assert names == [*ORACLES, SELECTOR, *contenders(tick_settings_of({}, "sjf"), tuned=False)]
     # The trace's own limits have nothing to draw: one draw, whatever --draws says.
     assert (body["split"], body["estimates"], body["windows"]) == ("validation", "trace", 1)
     assert body["estimates_seeds"] == [0] and all(len(r["per_window"]) == 1 for r in body["rows"])
     rows = {r["name"]: r for r in body["rows"]}
-    best = min((r for r in body["rows"] if r["name"] not in ORACLES), key=lambda r: r["avg_bsld"])
+    best = min((r for r in body["rows"] if r["name"] not in GAUGES), key=lambda r: r["avg_bsld"])
     assert body["best_heuristic"] == best["name"]
     # One window: the per-window gap is the gap of the two means, as every gap here is measured.
     gap = (best["avg_bsld"] - rows["exact-down"]["avg_bsld"]) / best["avg_bsld"]
     assert body["gap_over_best"]["exact-down"]["gap"] == pytest.approx(gap) and gap > 0
     assert 0.0 < body["limits"]["median_use"] < 1.0 and body["limits"]["jobs"] > 0
-    refusals = {("--split", "test"): "--split", ("--window", "5000"): "--window must be 1 to the split's 314"}
+    # One window: whichever heuristic did best in it is the best heuristic, so choosing gains nothing.
+    assert body["gap_over_best"][SELECTOR]["gap"] == 0.0 and body["load"] == 1.0
+    with pytest.raises(SystemExit):  # the same window at twice the arrival rate waits longer
+        main(
+            [
+                "headroom",
+                "--trace",
+                "hpc2n",
+                "--cluster",
+                "swf-240",
+                "--warmup",
+                "128",
+                "--load",
+                "2",
+                "--json",
+            ]
+        )
+    busier = json.loads(capsys.readouterr().out)
+    assert busier["load"] == 2.0
+    assert busier["rows"][names.index("fcfs")]["avg_wait_s"] > rows["fcfs"]["avg_wait_s"]
+    refusals = {
+        ("--split", "test"): "--split",
+        ("--window", "5000"): "--window must be 1 to the split's 314",
+        ("--load", "0"): "--load must be above 0",
+    }
     for extra, message in refusals.items():  # never the test split; a window the split cannot hold
         with pytest.raises(SystemExit) as refused:
             main(["headroom", "--trace", "hpc2n", "--cluster", "swf-240", *extra])

@@ -1,0 +1,24 @@
+"""A trace at another load: the same jobs, arriving faster or slower.
+
+Which heuristic leads depends on how congested the cluster is (docs/training.md, "Which heuristic
+leads as the load rises"), and a site's load grows. Compressing the gaps between arrivals asks what
+the same users' jobs would meet on a busier cluster, with their sizes, runtimes and limits unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from rltuned.domain import Job
+
+
+def at_load(jobs: Sequence[Job], factor: float) -> list[Job]:
+    """`jobs` (in submit order) with every gap between submissions divided by `factor`: 1.3 brings 30%
+    more jobs an hour. The first submission keeps its time, so warm-ups and splits hold the same jobs."""
+    if not factor > 0:
+        raise ValueError(f"a load factor must be above 0, got {factor}")
+    if factor == 1.0 or not jobs:
+        return list(jobs)
+    origin = jobs[0].submit
+    return [replace(j, submit=origin + (j.submit - origin) / factor) for j in jobs]
