@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -284,8 +285,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _add_headroom(sub: argparse._SubParsersAction[_Parser]) -> None:
     hr = sub.add_parser(
         "headroom",
-        help="what knowing each job's true runtime would gain as the order over every heuristic, on a "
-        "trace's training or validation split: how much room runtime information leaves",
+        help="what knowing each job's true runtime, or each window's best heuristic, would gain over the "
+        "best heuristic on a trace's training or validation split: how much room an order has",
     )
     hr.add_argument("--trace", required=True)
     hr.add_argument("--cluster", required=True, help="preset name or a saved `sinfo --json`")
@@ -307,14 +308,15 @@ def _add_headroom(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 def cmd_headroom(args: argparse.Namespace) -> int:
     from rltuned.rl.evaluate import tick_settings_of
-    from rltuned.rl.headroom import SELECTOR, LimitProfile, best_heuristic, headroom, room
-    from rltuned.rl.standings import render_standings
+    from rltuned.rl.headroom import LimitProfile, headroom
     from rltuned.sim.slurm_config import params_from_file
     from rltuned.traces.load import at_load
 
     _require(args.warmup >= 0, f"--warmup must be >= 0, got {args.warmup}")
     _require(args.draws >= 1, f"--draws must be >= 1, got {args.draws}")
-    _require(args.load > 0, f"--load must be above 0, got {args.load}")
+    _require(
+        args.load > 0 and math.isfinite(args.load), f"--load must be a finite number above 0, got {args.load}"
+    )
     cluster = load_cluster(args.cluster)
     trace = load_trace(_trace_path(args.trace)).jobs
     estimates = resolve_model(args.estimates, trace)
@@ -331,45 +333,57 @@ def cmd_headroom(args: argparse.Namespace) -> int:
     if args.slurm_config is not None:
         settings = replace(settings, slurm=params_from_file(args.slurm_config))
     rows = headroom(draws, cluster, settings, windows, args.warmup)
-    best = best_heuristic(rows)
-    gains = room(rows, len(seeds))
-    size = windows[0].stop - windows[0].start
-    if args.json:
-        body = {
-            "trace": args.trace, "cluster": cluster.name, "split": args.split, "estimates": estimates,
-            "estimates_seeds": list(seeds), "windows": len(windows), "jobs_per_window": size,
-            "warmup_jobs": args.warmup, "load": args.load, "limits": asdict(profile),
-            "best_heuristic": best.name,
-            "gap_over_best": gains,
-            "rows": [{"name": r.name, **{k: r.mean(k) for k in ("avg_bsld", "avg_wait_s", "p99_wait_s")},
-                      "per_window": [m.avg_bsld for m in r.windows]} for r in rows],
-        }  # fmt: skip
-        print(json.dumps(body, indent=2))
-        return 0
-    head = f"{args.trace} on {cluster.name}, {args.split} split, {len(windows)} x {size} jobs"
-    drawn = f" (draws {seeds.start}-{seeds.stop - 1})" if len(seeds) > 1 else ""
-    load = f", load x{args.load:g}" if args.load != 1.0 else ""
-    print(f"# rltunectl headroom: {head} after {args.warmup} warm-up, limits {estimates}{drawn}{load}")
-    print(
-        f"# limits: median use {profile.median_use:.2f} of the limit; {profile.under_tenth:.0%} of jobs"
-        f" ran under a tenth of theirs; {profile.past_limit:.0%} ran past it"
-    )
-    print(render_standings(rows))
-    print(f"# the best heuristic here: {best.name}, bounded slowdown {best.mean('avg_bsld'):.3f}")
-    down = gains["exact-down"]
-    low, high = down["interval"]
-    print(
-        f"# exact-down, an order that knew the runtime of every overstated limit: {down['gap']:+.1%} per"
-        f" window over it [{low:+.1%}, {high:+.1%}] ({down['wins']} W / {down['losses']} L of"
-        f" {len(best.windows)}): the room runtime information leaves for the order (W/L/T: exact-down's)"
-    )
-    pick = gains[SELECTOR]
-    low, high = pick["interval"]
-    print(
-        f"# {SELECTOR}, the heuristic that did best in each window: {pick['gap']:+.1%} [{low:+.1%},"
-        f" {high:+.1%}]: the most a choice among the heuristics could gain, read generously"
-    )
+    run = {"trace": args.trace, "cluster": cluster.name, "split": args.split, "estimates": estimates,
+           "estimates_seeds": list(seeds), "windows": len(windows),
+           "jobs_per_window": windows[0].stop - windows[0].start, "warmup_jobs": args.warmup,
+           "load": args.load, "limits": asdict(profile)}  # fmt: skip
+    print(json.dumps(_headroom_body(run, rows), indent=2) if args.json else _headroom_text(run, rows))
     return 0
+
+
+def _headroom_body(run: dict[str, Any], rows: Sequence[Any]) -> dict[str, Any]:
+    """The run, the best heuristic, each gauge's gap over it and every row; a gauge's row is marked, as
+    no admin can run it."""
+    from rltuned.rl.headroom import GAUGES, best_heuristic, room
+
+    columns = ("avg_bsld", "avg_wait_s", "p99_wait_s")
+    return {
+        **run, "best_heuristic": best_heuristic(rows).name,
+        "gap_over_best": room(rows, len(run["estimates_seeds"])),
+        "rows": [{"name": r.name, "gauge": r.name in GAUGES, **{k: r.mean(k) for k in columns},
+                  "per_window": [m.avg_bsld for m in r.windows]} for r in rows],
+    }  # fmt: skip
+
+
+def _headroom_text(run: dict[str, Any], rows: Sequence[Any]) -> str:
+    from rltuned.rl.headroom import SELECTOR, best_heuristic, room
+    from rltuned.rl.standings import render_standings
+
+    best, gains = best_heuristic(rows), room(rows, len(run["estimates_seeds"]))
+    seeds, limits = run["estimates_seeds"], run["limits"]
+    size = f"{run['windows']} x {run['jobs_per_window']} jobs after {run['warmup_jobs']} warm-up"
+    drawn = f" (draws {seeds[0]}-{seeds[-1]})" if len(seeds) > 1 else ""
+    load = f", load x{run['load']:g}" if run["load"] != 1.0 else ""
+    down, pick = gains["exact-down"], gains[SELECTOR]
+    return "\n".join([
+        f"# rltunectl headroom: {run['trace']} on {run['cluster']}, {run['split']} split, {size},"
+        f" limits {run['estimates']}{drawn}{load}",
+        f"# limits: median use {limits['median_use']:.2f} of the limit; {limits['under_tenth']:.0%} of jobs"
+        f" ran under a tenth of theirs; {limits['past_limit']:.0%} ran past it",
+        render_standings(rows),
+        f"# the best heuristic here: {best.name}, bounded slowdown {best.mean('avg_bsld'):.3f}",
+        f"# exact-down, an order that knew the runtime of every overstated limit: {_gap(down)} per window"
+        f" over it ({down['wins']} W / {down['losses']} L of {len(best.windows)}): the room runtime"
+        " information leaves for the order (W/L/T: exact-down's)",
+        f"# {SELECTOR}, the heuristic that did best in each window: {_gap(pick)}: the most a chooser that"
+        " follows one heuristic a window could gain, read generously (its other columns are the winners',"
+        " put together)",
+    ])  # fmt: skip
+
+
+def _gap(record: dict[str, Any]) -> str:
+    low, high = record["interval"]
+    return f"{record['gap']:+.1%} [{low:+.1%}, {high:+.1%}]"
 
 
 def _scored(s: Any) -> dict[str, Any]:

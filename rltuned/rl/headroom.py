@@ -18,10 +18,12 @@ backfill and its reservations keep the limits as they are:
 Both read what only the simulator knows. They are orders of this study, never policies a daemon serves.
 
 A third gauge asks another question: `best-per-window` takes, in each window, whichever heuristic did
-best there. It is the most that a model which only chooses among the heuristics (by load, by the mix
-of the queue) could gain; it knows each window's outcome in advance, and a best of several noisy runs
-reads high, so it is a generous gauge. When it is small, the heuristics agree about every window, and
-switching between them is no route to a large gain.
+best there. It is the most that a chooser which follows one heuristic for a whole window (picked by
+the load, by the mix of the queue) could gain; it knows each window's outcome in advance, and a best
+of several noisy runs reads high, so for such a chooser it is a generous gauge. A chooser that
+switched heuristics tick by tick is not bounded by it. When it is small, one heuristic wins (nearly)
+every window. Its other columns (waits, utilization, fairness) are those of each window's winner on
+bounded slowdown, put together: no policy ran them.
 """
 
 from __future__ import annotations
@@ -127,7 +129,8 @@ def headroom(
 
 
 def best_per_window(rows: Sequence[Standing], key: str = "avg_bsld") -> Standing:
-    """In each window, the metrics of whichever row did best there on `key` (the first on a tie)."""
+    """In each window, the metrics of whichever row did best there on `key` (the first on a tie): a
+    chooser's best case, so that a small gain over the best heuristic rules choosing out."""
     per = zip(*(r.windows for r in rows), strict=True)
     return Standing(SELECTOR, tuple(min(ms, key=lambda m: getattr(m, key)) for ms in per))
 

@@ -18,7 +18,12 @@ def test_a_higher_load_divides_every_gap_and_keeps_the_first_arrival_and_the_job
     assert at_load(jobs, 1.0) == jobs and at_load([], 2.0) == []
 
 
-@pytest.mark.parametrize("factor", [0.0, -1.0, float("nan")])
-def test_a_load_factor_that_is_not_above_zero_is_refused(factor: float) -> None:
-    with pytest.raises(ValueError, match="load factor must be above 0"):
+def test_jobs_out_of_order_or_submitted_together_keep_their_order_and_ties() -> None:
+    jobs = [job(0, 300.0, 1, 1.0), job(1, 100.0, 1, 1.0), job(2, 300.0, 1, 1.0)]
+    assert [j.submit for j in at_load(jobs, 2.0)] == [200.0, 100.0, 200.0]  # from the earliest
+
+
+@pytest.mark.parametrize("factor", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_load_factor_that_is_not_a_finite_number_above_zero_is_refused(factor: float) -> None:
+    with pytest.raises(ValueError, match="load factor must be a finite number above 0"):
         at_load([job(0, 0.0, 1, 1.0)], factor)
