@@ -40,6 +40,7 @@ from scipy.stats import spearmanr
 from rltuned.clusters import load_cluster
 from rltuned.domain import Job
 from rltuned.estimates import apply_estimates, draw_seeds, resolve_model
+from rltuned.policies.predicted import doubted
 from rltuned.rl.args import Args
 from rltuned.rl.env import reward
 from rltuned.rl.headroom import MIN_RUNTIME_S, oracle, run_oracle
@@ -128,8 +129,7 @@ def offline_predictions(jobs: list[Job], prior_jobs: int = 200) -> dict[str, npt
             if len(done) == 0:
                 continue
             last = done[np.argsort(finish[done], kind="stable")][-3:]
-            ceiling = max(float(np.median(runtime[last])), MIN_RUNTIME_S) * math.exp(0.5)
-            psjf[i] = limit[i] if limit[i] <= ceiling else math.sqrt(limit[i] * ceiling)
+            psjf[i] = doubted(float(limit[i]), float(np.median(runtime[last])))
             prior = np.log(runtime[done[-prior_jobs:]])
             ratio = math.log(limit[i]) - prior
             weight = ratio_pdf[np.clip(np.searchsorted(edges, ratio) - 1, 0, len(ratio_pdf) - 1)]
@@ -167,8 +167,7 @@ def sweep_predictions(
         peers = near[gpus[near] == gpus[i]][-3:]
         if len(peers) == 0:
             continue
-        ceiling = max(float(np.median(runtime[peers])), MIN_RUNTIME_S) * math.exp(0.5)
-        out[i] = limit[i] if limit[i] <= ceiling else math.sqrt(limit[i] * ceiling)
+        out[i] = doubted(float(limit[i]), float(np.median(runtime[peers])))
     return out
 
 

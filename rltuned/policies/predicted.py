@@ -32,7 +32,13 @@ def predicted_runtime(job: Job, history: History) -> float:
     recent = history.recent_runtimes.get(peer_key(job.user, job.account, job.gpus))
     if not recent:
         return limit
-    ceiling = max(float(statistics.median(recent)), MIN_RUNTIME_S) * math.exp(PULL_START)
+    return doubted(limit, float(statistics.median(recent)))
+
+
+def doubted(limit: float, peers_median: float) -> float:
+    """The rule alone, on a limit and its peers' median runtime, so that studies of other peer keys
+    (scripts/oracle_headroom.py) score this very rule."""
+    ceiling = max(peers_median, MIN_RUNTIME_S) * math.exp(PULL_START)
     if limit <= ceiling:
         return limit
     return float(limit ** (1.0 - PULL) * ceiling**PULL)
